@@ -1,0 +1,3 @@
+"""bsdcrypt: hardware-accelerated kernel crypto for FreeBSD-family hosts."""
+
+__version__ = "0.1.0"

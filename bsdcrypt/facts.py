@@ -1,0 +1,75 @@
+"""What the parsers return: plain data, no behaviour.
+
+Every field that the source did not show is None ("unknown"), never a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KldFile:
+    """One file line of `kldstat -v` and the modules it contains."""
+
+    id: int
+    refs: int
+    address: str
+    size: int | None
+    name: str  # e.g. "kernel", "aesni.ko"
+    path: str | None  # e.g. "/boot/kernel/aesni.ko" (only with -v)
+    modules: tuple[str, ...] = ()  # e.g. ("nexus/aesni", "aesni")
+
+
+@dataclass(frozen=True)
+class CpuFeatures:
+    """CPU identification from the last boot in dmesg.boot."""
+
+    model: str | None = None  # the CPU: line brand string
+    features2: frozenset[str] | None = None  # names inside Features2=0x..<...>
+    stdext: frozenset[str] | None = None  # Structured Extended Features=<...>
+    hypervisor: str | None = None  # Hypervisor: Origin = "..." (raw, stripped)
+    isa0: frozenset[str] | None = None  # arm64 Instruction Set Attributes 0 = <...>
+
+
+@dataclass(frozen=True)
+class DriverMessage:
+    """The boot message of a crypto driver unit, e.g. `aesni0: <AES-CBC,...> on motherboard`."""
+
+    driver: str  # "aesni", "armv8crypto", "ossl", "padlock"
+    attached: bool  # True when a <description> was printed
+    algorithms: tuple[str, ...] = ()  # split of the <...> description
+    message: str = ""  # e.g. "No AES or SHA support." when it did not attach
+
+
+@dataclass(frozen=True)
+class DmesgBoot:
+    banner: str | None = None  # "FreeBSD 13.0-RELEASE-p4 #0: ..." of the last boot
+    os_name: str | None = None  # first word of the banner: FreeBSD, MidnightBSD, ...
+    boots: int = 0  # how many boots the buffer held (the last one is used)
+    cpu: CpuFeatures = field(default_factory=CpuFeatures)
+    drivers: tuple[DriverMessage, ...] = ()
+    hardenedbsd: bool = False  # "HardenedBSD: initialize and check features" seen
+
+
+@dataclass(frozen=True)
+class GeliProvider:
+    name: str  # geom name, e.g. "ada0p4.eli"
+    state: str | None = None
+    encryption: str | None = None  # "AES-XTS"
+    key_length: int | None = None
+    crypto: str | None = None  # "hardware" | "software" | "accelerated software" | "UNKNOWN"
+    authentication: str | None = None
+    flags: tuple[str, ...] = ()
+    version: int | None = None
+    consumer: str | None = None  # e.g. "ada0p4"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One `name=value` line of a loader configuration file."""
+
+    path: str
+    line: int  # 1-based
+    name: str
+    value: str  # unquoted value

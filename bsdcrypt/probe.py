@@ -1,0 +1,174 @@
+"""The read-only probe: one batched POSIX sh script per host.
+
+Each step's output (stdout and stderr merged) and exit status are framed by
+marker lines carrying a per-run random token, so a failing step never hides
+the others and no file content can forge a frame. No step needs root.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+from bsdcrypt.errors import ProbeError
+from bsdcrypt.host import Host
+
+PROBE_MAGIC = "# bsdcrypt-probe v1"
+
+SYSCTL_OIDS = (
+    "kern.ostype kern.osrelease kern.osreldate kern.ident kern.hostname kern.bootfile "
+    "hw.machine hw.machine_arch hw.model hw.ncpu hw.physmem kern.vm_guest hw.hv_vendor hardening.version"
+)
+CRYPTO_DRIVERS = ("aesni", "ossl", "armv8crypto", "padlock")
+
+# (step name, sh command). Order is the order of the output.
+STEPS: tuple[tuple[str, str], ...] = (
+    ("uname_s", "uname -s"),
+    ("uname_a", "uname -a"),
+    ("freebsd_version_k", "freebsd-version -k"),
+    ("freebsd_version_u", "freebsd-version -u"),
+    ("sysctl", f"sysctl {SYSCTL_OIDS}"),
+    ("sysctl_dev", "sysctl " + " ".join(f"dev.{d}" for d in CRYPTO_DRIVERS) + " dev.cryptosoft"),
+    ("kldstat_v", "kldstat -v"),
+    *((f"kldstat_m:{d}", f"kldstat -q -m nexus/{d}") for d in CRYPTO_DRIVERS),
+    ("geli_list", "geli list"),
+    ("opnsense_version", "opnsense-version"),
+    ("ghostbsd_version", "ghostbsd-version"),
+    ("id_u", "id -u"),
+    ("linux_cpu_flags", "grep -m1 -E '^(flags|Features)[[:space:]]*:' /proc/cpuinfo"),
+    ("linux_aesni_intel", "test -d /sys/module/aesni_intel"),
+)
+
+FILES: tuple[str, ...] = (
+    "/var/run/os-release",
+    "/etc/os-release",
+    "/etc/platform",
+    "/etc/version",
+    "/etc/pfsense-release",
+    "/var/run/dmesg.boot",
+    "/boot/loader.conf",
+    "/boot/loader.conf.local",
+)
+LOADER_CONF_DIR = "/boot/loader.conf.d"
+MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRIVERS)
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def build_script(token: str) -> str:
+    """The probe as one sh script; `token` frames the output of each step."""
+    lines = [
+        "#!/bin/sh",
+        PROBE_MAGIC,
+        f"T={token}",
+        "PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH",
+        "LC_ALL=C; export LC_ALL",
+        "s() { printf '%s begin %s\\n' \"$T\" \"$1\"; ( eval \"$2\" ) </dev/null 2>&1;"
+        " printf '\\n%s end %s %d\\n' \"$T\" \"$1\" \"$?\"; }",
+    ]
+    lines += [f"s {_q(name)} {_q(cmd)}" for name, cmd in STEPS]
+    lines += [f"s {_q('file:' + path)} {_q('cat ' + _q(path))}" for path in FILES]
+    lines.append(
+        f"for x in {LOADER_CONF_DIR}/*.conf; do [ -f \"$x\" ] && s \"file:$x\" 'cat -- \"$x\"'; done"
+    )
+    lines += [f"s {_q('exists:' + path)} {_q('test -e ' + _q(path))}" for path in MODULE_FILES]
+    lines.append("exit 0")
+    return "\n".join(lines) + "\n"
+
+
+def new_token() -> str:
+    return "@@bsdcrypt-" + secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class Step:
+    rc: int
+    out: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def text(self) -> str:
+        return self.out.decode("utf-8", errors="replace")
+
+
+@dataclass
+class Evidence:
+    """What the probe gathered: step name -> Step. Files are steps named `file:PATH`."""
+
+    steps: dict[str, Step] = field(default_factory=dict)
+
+    def step(self, name: str) -> Step | None:
+        return self.steps.get(name)
+
+    def text(self, name: str) -> str | None:
+        """Output of a step that succeeded, else None."""
+        st = self.steps.get(name)
+        return st.text if st is not None and st.ok else None
+
+    def file(self, path: str) -> bytes | None:
+        st = self.steps.get("file:" + path)
+        return st.out if st is not None and st.ok else None
+
+    def exists(self, path: str) -> bool | None:
+        st = self.steps.get("exists:" + path)
+        return None if st is None else st.ok
+
+    def files_under(self, directory: str) -> list[str]:
+        prefix = "file:" + directory.rstrip("/") + "/"
+        return sorted(k[len("file:"):] for k, v in self.steps.items() if k.startswith(prefix) and v.ok)
+
+
+def render(evidence: Evidence, token: str) -> bytes:
+    """Frame evidence exactly as the probe script would print it (used by replay)."""
+    chunks: list[bytes] = []
+    t = token.encode()
+    for name, st in evidence.steps.items():
+        chunks.append(t + b" begin " + name.encode() + b"\n" + st.out)
+        chunks.append(b"\n" + t + b" end " + name.encode() + b" " + str(st.rc).encode() + b"\n")
+    return b"".join(chunks)
+
+
+def parse_output(data: bytes, token: str) -> Evidence:
+    """Split framed probe output into steps; a step without its end frame is dropped."""
+    t = token.encode()
+    begin = t + b" begin "
+    steps: dict[str, Step] = {}
+    pos = 0
+    if begin not in data:
+        raise ProbeError("the host's reply is not the output of the bsdcrypt probe (no frames found)")
+    while True:
+        start = data.find(begin, pos)
+        if start < 0:
+            break
+        eol = data.find(b"\n", start)
+        if eol < 0:
+            break
+        name = data[start + len(begin):eol].decode("utf-8", errors="replace")
+        end_marker = b"\n" + t + b" end " + name.encode() + b" "
+        end = data.find(end_marker, eol)
+        if end < 0:
+            break  # truncated output: keep what was complete
+        rc_start = end + len(end_marker)
+        rc_end = data.find(b"\n", rc_start)
+        rc_text = data[rc_start:rc_end if rc_end >= 0 else len(data)]
+        try:
+            rc = int(rc_text)
+        except ValueError:
+            break
+        steps[name] = Step(rc, data[eol + 1:end])
+        pos = rc_end + 1 if rc_end >= 0 else len(data)
+    if not steps:
+        raise ProbeError("the probe output was cut off before its first step finished")
+    return Evidence(steps)
+
+
+def gather(host: Host, timeout: float | None = None) -> Evidence:
+    """Run the probe on `host` in one round trip."""
+    token = new_token()
+    result = host.run(build_script(token), timeout=timeout)
+    return parse_output(result.stdout, token)

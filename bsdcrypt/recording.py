@@ -1,0 +1,180 @@
+"""Recordings: what the probe gathered on a host, saved as human-readable YAML.
+
+See docs/recordings.md for the format. A ReplayHost answers the probe from a
+recording, so every command that reads a host can run against one.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bsdcrypt import __version__
+from bsdcrypt.errors import BsdcryptError, HostError
+from bsdcrypt.host import RunResult
+from bsdcrypt.probe import PROBE_MAGIC, Evidence, Step, render
+
+FORMAT = 1
+_SHIPPED = Path(__file__).parent / "recordings"
+_REPO_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+
+
+class RecordingError(BsdcryptError):
+    pass
+
+
+def _loader() -> type[yaml.SafeLoader]:
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _dumper() -> type[yaml.SafeDumper]:
+    return getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def shipped_dirs() -> list[Path]:
+    return [d for d in (_SHIPPED, _REPO_FIXTURES) if d.is_dir()]
+
+
+def shipped_names() -> list[str]:
+    names: set[str] = set()
+    for d in shipped_dirs():
+        names.update(p.stem for p in d.glob("*.yaml"))
+    return sorted(names)
+
+
+def resolve_recording(ref: str) -> Path:
+    """A path to a recording file, or the name of one shipped with bsdcrypt."""
+    path = Path(ref).expanduser()
+    if path.is_file():
+        return path
+    if "/" not in ref:
+        for d in shipped_dirs():
+            for candidate in (d / ref, d / f"{ref}.yaml"):
+                if candidate.is_file():
+                    return candidate
+    hint = ", ".join(shipped_names()[:5])
+    raise RecordingError(f"no recording at {ref!r} (shipped ones include: {hint}; see `bsdcrypt recordings`)")
+
+
+def _step_to_yaml(st: Step) -> dict[str, Any]:
+    entry: dict[str, Any] = {"rc": st.rc}
+    try:
+        entry["out"] = st.out.decode("utf-8")
+    except UnicodeDecodeError:
+        entry["out_base64"] = base64.b64encode(st.out).decode("ascii")
+    return entry
+
+
+def _step_from_yaml(name: str, entry: Any) -> Step:
+    if not isinstance(entry, dict) or not isinstance(entry.get("rc"), int):
+        raise RecordingError(f"step {name!r} needs an integer 'rc'")
+    if "out_base64" in entry:
+        try:
+            out = base64.b64decode(str(entry["out_base64"]), validate=True)
+        except ValueError as exc:
+            raise RecordingError(f"step {name!r}: out_base64 is not valid base64") from exc
+    else:
+        text = entry.get("out", "")
+        if not isinstance(text, str):
+            raise RecordingError(f"step {name!r}: 'out' must be a string")
+        out = text.encode("utf-8")
+    return Step(entry["rc"], out)
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    pass
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_LiteralDumper.add_representer(str, _str_presenter)
+
+
+def dump(evidence: Evidence, host: str, *, comment: str = "", redacted: bool = False) -> str:
+    doc: dict[str, Any] = {
+        "bsdcrypt_recording": FORMAT,
+        "tool_version": __version__,
+        "recorded_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": host,
+        "redacted": redacted,
+        "source": comment or f"bsdcrypt record on {host}",
+        "steps": {name: _step_to_yaml(st) for name, st in evidence.steps.items()},
+    }
+    header = f"# bsdcrypt recording of {host}\n# source: {doc['source']}\n"
+    body = yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True, width=4096)
+    return header + body
+
+
+def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
+    try:
+        doc = yaml.load(text, Loader=_loader())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise RecordingError(f"{origin}:{where} is not valid YAML") from exc
+    if not isinstance(doc, dict) or doc.get("bsdcrypt_recording") != FORMAT:
+        raise RecordingError(f"{origin} is not a bsdcrypt recording (format {FORMAT})")
+    steps = doc.get("steps")
+    if not isinstance(steps, dict):
+        raise RecordingError(f"{origin}: 'steps' must be a mapping")
+    evidence = Evidence({str(k): _step_from_yaml(str(k), v) for k, v in steps.items()})
+    return doc, evidence
+
+
+def load(path: Path) -> tuple[dict[str, Any], Evidence]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordingError(f"cannot read recording {path}: {exc}") from exc
+    return load_text(text, str(path))
+
+
+class ReplayHost:
+    """A host answered from a recording. It can only run the probe."""
+
+    def __init__(self, evidence: Evidence, name: str, spec: str) -> None:
+        self.evidence = evidence
+        self.name = name
+        self.spec = spec
+
+    @classmethod
+    def from_file(cls, path: Path) -> ReplayHost:
+        doc, evidence = load(path)
+        return cls(evidence, str(doc.get("host") or path.stem), f"replay:{path}")
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        if PROBE_MAGIC in command:
+            match = re.search(r"^T=(\S+)$", command, re.M)
+            if match:
+                return RunResult(0, render(self.evidence, match.group(1)))
+        first = command.strip().splitlines()[0] if command.strip() else command
+        raise HostError(f"{self.spec} is a recording: it cannot run {first!r}")
+
+    def close(self) -> None:
+        return None
+
+
+_MAC = re.compile(rb"\b(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}\b")
+_SERIAL = re.compile(rb"(?im)^(\s*(?:serial|serial number|ident|uuid|kern\.hostuuid|smbios\.\S*serial)\s*[:=]\s*).+$")
+
+
+def redact(evidence: Evidence, hostname: str) -> Evidence:
+    """Replace the hostname, MAC addresses and serial numbers in every step."""
+    names = {hostname, hostname.split(".")[0]} - {""}
+    out: dict[str, Step] = {}
+    for key, st in evidence.steps.items():
+        data = st.out
+        for n in sorted(names, key=len, reverse=True):
+            data = data.replace(n.encode(), b"host.example")
+        data = _MAC.sub(b"00:00:5e:00:53:00", data)
+        data = _SERIAL.sub(rb"\1REDACTED", data)
+        out[key] = Step(st.rc, data)
+    return Evidence(out)
