@@ -1,0 +1,1 @@
+"""CLI commands other than status/record; each module has `register(app)`."""
