@@ -54,6 +54,73 @@ def _root(
     """bsdcrypt: status, enable, bench and fleet-audit for kernel AES acceleration."""
 
 
+FormatOpt = Annotated[
+    str,
+    typer.Option("--format", "-f", help="table, json, yaml or nagios (one line, monitoring-plugins exit codes)."),
+]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the probe.")]
+
+
+def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
+    if fmt not in allowed:
+        fail(f"unknown format {fmt!r}; choose one of: {', '.join(allowed)}", 2)
+    return fmt
+
+
+@app.command()
+def status(host: HostOpt = "local", fmt: FormatOpt = "table", timeout: TimeoutOpt = 120.0) -> None:
+    """Is kernel AES acceleration available, active and persisted here, and what to do.
+
+    Exit status: 0 OK, 1 warning (action recommended), 2 critical, 3 unknown or error.
+    """
+    from bsdcrypt.host import parse_host_spec
+    from bsdcrypt.pipeline import status_of
+    from bsdcrypt.report import FORMATS, render
+
+    _check_format(fmt, FORMATS)
+    result = status_of(parse_host_spec(host), timeout=timeout)
+    typer.echo(render(result, fmt), nl=False)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def record(
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.")],
+    host: HostOpt = "local",
+    redact: Annotated[bool, typer.Option("--redact", help="Replace hostname, MAC addresses, serials.")] = False,
+    timeout: TimeoutOpt = 120.0,
+) -> None:
+    """Save what the probe gathers on a host as a YAML recording (docs/recordings.md)."""
+    from bsdcrypt.host import parse_host_spec
+    from bsdcrypt.pipeline import gather_evidence
+    from bsdcrypt.recording import dump
+    from bsdcrypt.recording import redact as redact_evidence
+
+    target = parse_host_spec(host)
+    evidence = gather_evidence(target, timeout=timeout)
+    name = target.name
+    if redact:
+        evidence = redact_evidence(evidence, name)
+        name = "host.example"
+    text = dump(evidence, name, redacted=redact)
+    if output == "-":
+        typer.echo(text, nl=False)
+        return
+    from bsdcrypt.fsutil import atomic_write_text
+
+    atomic_write_text(output, text)
+    typer.echo(f"recorded {len(evidence.steps)} probe steps of {name} to {output}", err=True)
+
+
+@app.command()
+def recordings() -> None:
+    """List the recordings shipped with bsdcrypt (use them as --host replay:NAME)."""
+    from bsdcrypt.recording import shipped_names
+
+    for name in shipped_names():
+        typer.echo(name)
+
+
 def _register_commands() -> None:
     for name in COMMAND_MODULES:
         importlib.import_module(f"bsdcrypt.commands.{name}").register(app)

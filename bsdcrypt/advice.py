@@ -1,0 +1,180 @@
+"""Findings: what an experienced FreeBSD admin concludes from a Status.
+
+Each finding has a stable id (documented in docs/findings.md), a severity,
+a one-line message and a concrete remedy.
+"""
+
+from __future__ import annotations
+
+from bsdcrypt.status import Finding, Status
+
+CHACHA = (
+    "prefer ChaCha20-Poly1305 where the protocol allows (IPsec, TLS/KTLS, SSH, WireGuard); "
+    "AES without AES-NI is several times slower"
+)
+
+# Where each appliance keeps the setting that loads the driver (its GUI writes loader.conf itself).
+APPLIANCE_SETTING: dict[str, str] = {
+    "pfsense": "pfSense GUI: System > Advanced > Miscellaneous > Cryptographic & Thermal Hardware, "
+    "set Cryptographic Hardware to 'AES-NI CPU-based Acceleration' and Save",
+    "opnsense": "OPNsense GUI: System > Settings > Miscellaneous > Cryptography settings, "
+    "set Hardware acceleration to the AES-NI option and Save",
+    "truenas": "TrueNAS UI: System > Tunables (Advanced), add Variable aesni_load, Value YES, Type loader; reboot",
+    "freenas": "FreeNAS UI: System > Tunables, add Variable aesni_load, Value YES, Type loader; reboot",
+}
+
+
+def persist_remedy(status: Status) -> str:
+    driver = status.driver.name or "aesni"
+    setting = APPLIANCE_SETTING.get(status.os.variant)
+    if setting:
+        return setting + " (do not edit the generated /boot/loader.conf by hand)"
+    return f"bsdcrypt enable --persist   (adds {driver}_load=\"YES\" to /boot/loader.conf)"
+
+
+def findings(s: Status) -> list[Finding]:
+    out: list[Finding] = []
+    d = s.driver
+    cpu = s.cpu
+    geli_soft = [g for g in s.geli if g.accelerated is False and (g.encryption or "").upper().startswith("AES")]
+
+    if s.os.release is None and s.os.arch is None:
+        out.append(
+            Finding(
+                "probe-incomplete",
+                "unknown",
+                "The probe output lacks the release and architecture: the host could not be assessed.",
+                "Run `bsdcrypt record -o host.yaml` on the host and check the recording for failed steps.",
+            )
+        )
+        return out
+
+    if d.name is None:
+        out.append(
+            Finding(
+                "arch-unsupported",
+                "info",
+                f"FreeBSD has no AES acceleration driver for {s.os.arch}: kernel AES runs in software.",
+                CHACHA[0].upper() + CHACHA[1:] + ".",
+            )
+        )
+        return out
+
+    aes_attached = bool(d.attached and d.accelerates_aes)
+    sha_only = bool(d.attached and d.algorithms and not d.accelerates_aes)
+
+    if cpu.aesni is False or sha_only:
+        out.append(_no_aes_finding(s, sha_only, bool(geli_soft)))
+    elif d.state == "not-loaded":
+        severity = "critical" if geli_soft else "warning"
+        consumers = f"; GELI provider(s) {', '.join(g.name for g in geli_soft)} run in software" if geli_soft else ""
+        if s.persist.configured:
+            remedy = f"kldload {d.name}   (loader.conf already loads it at the next boot)"
+        else:
+            remedy = f"kldload {d.name} now; to keep it: " + persist_remedy(s)
+        if s.os.variant in APPLIANCE_SETTING:
+            remedy = APPLIANCE_SETTING[s.os.variant]
+        out.append(
+            Finding(
+                "driver-not-loaded",
+                severity,  # type: ignore[arg-type]
+                f"{d.name}.ko is on disk but not loaded: kernel AES (GELI, ZFS, IPsec, KTLS) runs in "
+                f"software{consumers}.",
+                remedy,
+            )
+        )
+    elif d.state == "missing":
+        ident = s.os.kernel_ident or "this kernel"
+        out.append(
+            Finding(
+                "driver-missing",
+                "critical" if geli_soft else "warning",
+                f"No {d.name} driver: it is not compiled into {ident} and {d.name}.ko is not in /boot/kernel.",
+                f"Add `device crypto` and `device {d.name}` to the {ident} kernel config and rebuild, "
+                f"or build the module: cd /usr/src/sys/modules/{d.name} && make && make install",
+            )
+        )
+    elif d.state == "no-device":
+        out.append(
+            Finding(
+                "driver-not-attached",
+                "warning",
+                f"{d.name} is in the kernel but no {d.name}0 device attached, although the CPU "
+                + ("advertises AES." if cpu.aesni else "may support AES (no CPU flags in dmesg.boot)."),
+                f"Check `dmesg | grep {d.name}` and that no hint.{d.name}.0.disabled is set in "
+                "/boot/device.hints or loader.conf.",
+            )
+        )
+    elif d.state == "unknown":
+        out.append(
+            Finding(
+                "driver-unknown",
+                "unknown",
+                f"Could not tell whether {d.name} is in the kernel or loaded (kldstat output missing).",
+                "Run `kldstat -v` and `sysctl dev.aesni` on the host, or send a `bsdcrypt record` recording.",
+            )
+        )
+
+    if aes_attached and d.state == "loaded" and s.persist.configured is False:
+        out.append(
+            Finding(
+                "not-persisted",
+                "warning",
+                f"{d.name} is loaded now but nothing loads it at boot: after a reboot kernel AES runs in software.",
+                persist_remedy(s),
+            )
+        )
+    if d.compiled_in and s.persist.value is not None and s.persist.source not in (None, "kernel"):
+        out.append(
+            Finding(
+                "persist-redundant",
+                "info",
+                f"{d.name} is compiled into the kernel; {d.name}_load in {s.persist.source} is not needed.",
+                "Harmless; remove it if you like: sysrc -f "
+                f"{s.persist.source.rsplit(':', 1)[0]} -x {d.name}_load",
+            )
+        )
+
+    if aes_attached:
+        for g in s.geli:
+            if g.needs_reattach:
+                out.append(
+                    Finding(
+                        "geli-software",
+                        "critical",
+                        f"GELI provider {g.name} ({g.encryption} {g.key_length}) uses software crypto: it was "
+                        f"attached before {d.name} was available.",
+                        f"Re-attach it: geli detach {g.name} && geli attach <options> "
+                        f"{g.name.removesuffix('.eli')} (root, swap or busy providers: reboot).",
+                    )
+                )
+    return out
+
+
+def _no_aes_finding(s: Status, sha_only: bool, geli_soft: bool) -> Finding:
+    cpu = s.cpu
+    model = cpu.model or "this CPU"
+    if sha_only:
+        return Finding(
+            "aes-disabled-in-firmware",
+            "warning",
+            f"{s.driver.name}0 attached for SHA1/SHA256 only: {model} reports no AES-NI, which on a CPU that "
+            "has SHA extensions usually means AES-NI is disabled in the firmware.",
+            "Enable AES-NI in the BIOS/UEFI setup and reboot; meanwhile " + CHACHA + ".",
+        )
+    if cpu.vm:
+        hv = cpu.hypervisor or "hypervisor"
+        return Finding(
+            "vm-hides-aesni",
+            "warning",
+            f"This {hv} guest's virtual CPU does not advertise AES-NI, so no driver can accelerate AES here.",
+            "Ask the VM's provider for CPU passthrough (KVM/QEMU: -cpu host or libvirt host-passthrough; "
+            "Proxmox: CPU type host; bhyve passes host CPUID through by default); meanwhile " + CHACHA + ".",
+        )
+    return Finding(
+        "cpu-no-aesni",
+        "warning" if geli_soft else "info",
+        f"{model} has no AES instructions: there is nothing to load, kernel AES runs in software"
+        + (" (GELI included)." if geli_soft else "."),
+        CHACHA[0].upper() + CHACHA[1:] + "; for fast disk encryption, newer hardware.",
+    )

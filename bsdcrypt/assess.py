@@ -1,0 +1,338 @@
+"""Pure assessment: evidence from the probe -> Status with findings.
+
+Nothing here runs commands or knows which kind of host the evidence came from.
+The reasoning behind every finding is in docs/findings.md.
+"""
+
+from __future__ import annotations
+
+from bsdcrypt import advice
+from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
+from bsdcrypt.loaderconf import effective, files_from_evidence
+from bsdcrypt.parsers.dmesg import parse_dmesg
+from bsdcrypt.parsers.geli import parse_geli_list
+from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
+from bsdcrypt.parsers.linux import parse_cpuinfo_flags
+from bsdcrypt.parsers.osrelease import parse_os_release, parse_product
+from bsdcrypt.parsers.sysctl import parse_sysctl
+from bsdcrypt.parsers.version import parse_freebsd_version, parse_release
+from bsdcrypt.probe import Evidence
+from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
+
+APPLIANCES = frozenset({"pfsense", "opnsense", "truenas", "freenas"})
+X86 = frozenset({"amd64", "i386"})
+ARM64 = frozenset({"aarch64", "arm64"})
+FREEBSD_FAMILY = frozenset({"FreeBSD", "MidnightBSD"})
+
+
+def _raw(ev: Evidence, name: str) -> str:
+    """Output of a step whatever its exit status (sysctl exits 1 if any OID is unknown)."""
+    st = ev.step(name)
+    return st.text if st is not None else ""
+
+
+def _file_text(ev: Evidence, path: str) -> str | None:
+    data = ev.file(path)
+    return data.decode("utf-8", errors="replace") if data is not None else None
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def assess(ev: Evidence, host: str, source: str) -> Status:
+    status = Status(host=host, source=source)
+    sysctl = parse_sysctl(_raw(ev, "sysctl"))
+    uname_s = (ev.text("uname_s") or "").strip() or sysctl.get("kern.ostype")
+    dmesg = parse_dmesg(_file_text(ev, "/var/run/dmesg.boot") or "")
+    status.root = None if ev.text("id_u") is None else (ev.text("id_u") or "").strip() == "0"
+
+    if uname_s == "Linux":
+        _assess_linux(ev, status)
+        return status
+    if uname_s not in FREEBSD_FAMILY and not sysctl.get("kern.osrelease"):
+        status.os.name = uname_s or None
+        what = f"an unknown system ({uname_s})" if uname_s else "nothing bsdcrypt recognises"
+        status.findings.append(
+            Finding(
+                "unknown-os",
+                "unknown",
+                f"The probe found {what}: this is not a FreeBSD-family host.",
+                "Run bsdcrypt against a FreeBSD, HardenedBSD or FreeBSD-based appliance host.",
+            )
+        )
+        return status
+
+    status.os = _os_info(ev, sysctl, dmesg, uname_s)
+    status.cpu = _cpu_info(ev, sysctl, dmesg, status.os.arch)
+    drivers = _driver_infos(ev, sysctl, dmesg, status.os)
+    status.driver = drivers[0]
+    status.other_drivers = drivers[1:]
+    status.persist = _persist_info(ev, status.driver, status.cpu)
+    status.geli = _geli_infos(parse_geli_list(_raw(ev, "geli_list")), status)
+    status.findings = advice.findings(status)
+    return status
+
+
+def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: str | None) -> OSInfo:
+    osr = parse_os_release(_file_text(ev, "/var/run/os-release") or "")
+    product = parse_product(
+        _file_text(ev, "/etc/platform"),
+        _file_text(ev, "/etc/version"),
+        ev.text("opnsense_version"),
+        ev.text("ghostbsd_version"),
+        _file_text(ev, "/etc/pfsense-release"),
+    )
+    release_text = sysctl.get("kern.osrelease") or ""
+    release = parse_release(release_text) if release_text else None
+    if release is None and dmesg.banner:
+        parts = dmesg.banner.split()
+        release = parse_release(parts[1]) if len(parts) > 1 else None
+    hbsd = (
+        "hardening.version" in sysctl
+        or (release is not None and release.hbsd)
+        or dmesg.hardenedbsd
+    )
+    name = uname_s or dmesg.os_name
+    base = "hardenedbsd" if hbsd else ("midnightbsd" if name == "MidnightBSD" else "freebsd")
+    info = OSInfo(
+        name=name,
+        variant=product.variant if product else base,
+        base=base,
+        product=f"{product.name} {product.version}".strip() if product and product.version else None,
+        release=release.raw if release else (release_text or None),
+        major=release.major if release else None,
+        minor=release.minor if release else None,
+        branch=release.branch if release else None,
+        patch=release.patch if release else None,
+        userland=parse_freebsd_version(ev.text("freebsd_version_u") or "") or osr.get("VERSION"),
+        kernel_installed=parse_freebsd_version(ev.text("freebsd_version_k") or ""),
+        osreldate=_int(sysctl.get("kern.osreldate")),
+        arch=sysctl.get("hw.machine_arch") or _uname_arch(ev),
+        kernel_ident=sysctl.get("kern.ident"),
+    )
+    if product and not info.product:
+        info.product = product.name
+    return info
+
+
+def _uname_arch(ev: Evidence) -> str | None:
+    words = (ev.text("uname_a") or "").split()
+    return words[-1] if words else None
+
+
+def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str | None) -> CPUInfo:
+    cpu = dmesg.cpu
+    aes: bool | None = None
+    sha: bool | None = None
+    if arch in ARM64:
+        if cpu.isa0 is not None:
+            aes = "AES" in cpu.isa0 or any(f.startswith("AES") for f in cpu.isa0)
+            sha = any(f.startswith("SHA") for f in cpu.isa0)
+    else:
+        if cpu.features2 is not None:
+            aes = "AESNI" in cpu.features2
+        if cpu.stdext is not None:
+            sha = "SHA" in cpu.stdext
+    # An attached driver is proof of what the CPU offers, whatever dmesg kept.
+    for msg in dmesg.drivers:
+        if msg.driver in ("aesni", "armv8crypto") and msg.attached:
+            aes = any(a.startswith("AES") for a in msg.algorithms) if aes is None else aes
+            sha = any(a.startswith("SHA") for a in msg.algorithms) if sha is None else sha
+    desc = sysctl.get("dev.aesni.0.%desc") or _sysctl_dev(ev).get("dev.aesni.0.%desc")
+    if desc:
+        aes = aes or "AES-" in desc
+        sha = sha or "SHA" in desc
+    vm_guest = sysctl.get("kern.vm_guest")
+    hv_vendor = sysctl.get("hw.hv_vendor") or cpu.hypervisor
+    in_vm: bool | None = None
+    if vm_guest is not None:
+        in_vm = vm_guest != "none"
+    if cpu.features2 is not None and "HV" in cpu.features2 or cpu.hypervisor:
+        in_vm = True
+    elif in_vm is None and cpu.features2 is not None:
+        in_vm = False
+    hypervisor = None
+    if in_vm:
+        hypervisor = (vm_guest if vm_guest not in (None, "none", "generic") else None) or (
+            hv_vendor.strip() if hv_vendor and hv_vendor.strip() else None
+        ) or vm_guest or "unknown"
+    return CPUInfo(
+        model=sysctl.get("hw.model") or cpu.model,
+        aesni=aes,
+        sha=sha,
+        vm=in_vm,
+        hypervisor=hypervisor,
+    )
+
+
+def _sysctl_dev(ev: Evidence) -> dict[str, str]:
+    return parse_sysctl(_raw(ev, "sysctl_dev"))
+
+
+def primary_driver(arch: str | None) -> str | None:
+    if arch in X86:
+        return "aesni"
+    if arch in ARM64:
+        return "armv8crypto"
+    return None
+
+
+def in_generic(driver: str, os: OSInfo) -> bool | None:
+    """Does this release's stock kernel (GENERIC, or HARDENEDBSD) compile the driver in?"""
+    if os.major is None:
+        return None
+    if driver == "aesni" and os.base == "hardenedbsd":
+        return os.major >= 10
+    if driver in ("aesni", "armv8crypto"):
+        return os.major >= 13
+    return False
+
+
+def _driver_infos(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, os: OSInfo) -> list[DriverInfo]:
+    kld = parse_kldstat(_raw(ev, "kldstat_v")) if ev.step("kldstat_v") is not None else []
+    dev = _sysctl_dev(ev)
+    primary = primary_driver(os.arch)
+    infos: list[DriverInfo] = []
+    for name in ("aesni", "armv8crypto", "ossl", "padlock"):
+        info = _driver_info(name, ev, kld, dev, dmesg, os)
+        if name == primary:
+            infos.insert(0, info)
+        elif info.state in ("builtin", "loaded", "no-device"):
+            infos.append(info)
+    if primary is None:
+        infos.insert(0, DriverInfo(name=None, state="missing"))
+    return infos
+
+
+def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
+    st = ev.step(f"kldstat_m:{name}")
+    if st is not None and st.rc in (0, 1):
+        return st.rc == 0
+    if kld:
+        return file_containing(kld, f"nexus/{name}") is not None
+    return None
+
+
+def _driver_info(
+    name: str, ev: Evidence, kld: list[KldFile], dev: dict[str, str], dmesg: DmesgBoot, os: OSInfo
+) -> DriverInfo:
+    ko = f"/boot/kernel/{name}.ko"
+    info = DriverInfo(name=name, in_generic=in_generic(name, os))
+    registered = _registered(ev, name, kld)
+    holder = file_containing(kld, f"nexus/{name}") if kld else None
+    if holder is None and registered:
+        holder = next((f for f in kld if f.name == f"{name}.ko"), None)
+    desc = dev.get(f"dev.{name}.0.%desc")
+    boot_msg = _last_message(dmesg, name)
+    if desc is not None:
+        info.attached = True
+        info.algorithms = [a for a in desc.split(",") if a]
+    elif ev.step("sysctl_dev") is not None and registered is not None:
+        info.attached = False
+    elif boot_msg is not None:
+        info.attached = boot_msg.attached
+        info.algorithms = list(boot_msg.algorithms)
+    if info.attached:
+        info.accelerates_aes = any(a.startswith("AES") for a in info.algorithms) if info.algorithms else None
+    elif info.attached is False:
+        info.accelerates_aes = False
+
+    if registered:
+        if holder is not None and holder.name != "kernel" and holder.id != 1:
+            info.state = "loaded"
+            info.compiled_in = False
+            info.module_file = holder.path or ko
+        else:
+            info.state = "builtin"
+            info.compiled_in = True
+        if info.attached is False:
+            info.state = "no-device"
+    elif registered is False:
+        exists = ev.exists(ko)
+        info.state = "not-loaded" if exists else ("missing" if exists is False else "unknown")
+        info.module_file = ko if exists else None
+        info.attached = False
+        info.accelerates_aes = False
+        info.compiled_in = False
+    elif boot_msg is not None:
+        info.state = "unknown"
+    return info
+
+
+def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
+    found = [m for m in dmesg.drivers if m.driver == driver]
+    return found[-1] if found else None
+
+
+def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo) -> PersistInfo:
+    if driver.name is None:
+        return PersistInfo(configured=False, needed=False)
+    assignment = effective(files_from_evidence(ev), f"{driver.name}_load")
+    value = assignment.value if assignment else None
+    yes = value is not None and value.strip().upper() == "YES"
+    info = PersistInfo(value=value)
+    if assignment is not None:
+        info.source = f"{assignment.path}:{assignment.line}"
+    if driver.compiled_in:
+        info.configured = True
+        info.needed = False
+        info.source = info.source if yes else "kernel"
+    else:
+        info.configured = yes
+        usable = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
+        info.needed = usable if driver.state != "unknown" else None
+    return info
+
+
+def _geli_infos(providers: list[GeliProvider], status: Status) -> list[GeliInfo]:
+    accel_now = bool(status.driver.attached and status.driver.accelerates_aes) or any(
+        d.attached and d.accelerates_aes for d in status.other_drivers
+    )
+    out: list[GeliInfo] = []
+    for p in providers:
+        crypto = (p.crypto or "").lower() or None
+        accelerated = None if crypto in (None, "unknown") else crypto in ("hardware", "accelerated software")
+        aes = (p.encryption or "").upper().startswith("AES")
+        out.append(
+            GeliInfo(
+                name=p.name,
+                encryption=p.encryption,
+                key_length=p.key_length,
+                crypto=p.crypto,
+                accelerated=accelerated,
+                needs_reattach=bool(accelerated is False and aes and accel_now),
+            )
+        )
+    return out
+
+
+def _assess_linux(ev: Evidence, status: Status) -> None:
+    osr = parse_os_release(_file_text(ev, "/etc/os-release") or "")
+    flags = parse_cpuinfo_flags(_raw(ev, "linux_cpu_flags"))
+    words = (ev.text("uname_a") or "").split()
+    status.os = OSInfo(
+        name="Linux",
+        variant=osr.get("ID", "linux"),
+        product=osr.get("PRETTY_NAME"),
+        release=words[2] if len(words) > 2 else None,
+        arch=words[-2] if len(words) > 2 and words[-1] == "GNU/Linux" else (words[-1] if words else None),
+    )
+    aes = None if flags is None else ("aes" in flags)
+    vm = None if flags is None else ("hypervisor" in flags)
+    status.cpu = CPUInfo(aesni=aes, sha=None if flags is None else ("sha_ni" in flags), vm=vm)
+    loaded = ev.step("linux_aesni_intel")
+    state = "unknown" if loaded is None else ("loaded" if loaded.ok else "not-loaded")
+    status.driver = DriverInfo(name="aesni_intel", state=state)  # type: ignore[arg-type]
+    aes_txt = {True: "yes", False: "no", None: "unknown"}[aes]
+    status.findings.append(
+        Finding(
+            "not-freebsd",
+            "unknown",
+            f"Linux host (CPU AES: {aes_txt}, aesni_intel: {state}): bsdcrypt audits FreeBSD-family kernels.",
+            "On Linux the kernel uses AES-NI through aesni_intel; check `lsmod | grep aesni` or `cat /proc/crypto`.",
+        )
+    )

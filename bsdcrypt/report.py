@@ -1,0 +1,93 @@
+"""Renderers: table (default), JSON, YAML and the monitoring-plugins line."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bsdcrypt.status import Status
+
+FORMATS = ("table", "json", "yaml", "nagios")
+
+
+def _yesno(value: bool | None) -> str:
+    return {True: "yes", False: "no", None: "unknown"}[value]
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+
+def to_yaml(data: Any) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000))
+
+
+def table(s: Status) -> str:
+    from tabulate import tabulate
+
+    o, c, d, p = s.os, s.cpu, s.driver, s.persist
+    osline = " ".join(x for x in (o.name, o.release, o.arch) if x) or "unknown"
+    if o.variant not in ("freebsd", "unknown", None) and o.variant != (o.name or "").lower():
+        osline += f"  [{o.product or o.variant}]"
+    if o.kernel_ident:
+        osline += f"  kernel {o.kernel_ident}"
+    cpu = c.model or "unknown CPU"
+    cpu += f"  AES: {_yesno(c.aesni)}  SHA: {_yesno(c.sha)}"
+    if c.vm:
+        cpu += f"  VM: {c.hypervisor}"
+    drv = f"{d.name or '-'}: {d.state}"
+    if d.algorithms:
+        drv += f"  <{','.join(d.algorithms)}>"
+    if d.module_file and d.state != "builtin":
+        drv += f"  ({d.module_file})"
+    for other in s.other_drivers:
+        drv += f"\n{other.name}: {other.state}"
+    persist = "compiled in" if d.compiled_in else _yesno(p.configured)
+    if p.source and p.source != "kernel":
+        persist += f"  ({d.name}_load={p.value} at {p.source})"
+    if p.needed is False and not d.compiled_in:
+        persist += "  (not needed)"
+    rows = [
+        ["Host", s.host],
+        ["OS", osline],
+        ["CPU", cpu],
+        ["Driver", drv],
+        ["Persisted", persist],
+    ]
+    if s.geli:
+        rows.append(
+            ["GELI", "\n".join(f"{g.name}: {g.encryption} {g.key_length or ''} crypto={g.crypto}" for g in s.geli)]
+        )
+    rows.append(["Verdict", s.verdict.upper()])
+    out = tabulate(rows, tablefmt="plain")
+    if s.findings:
+        frows = [[f.severity, f.id, f"{f.message}\n-> {f.remedy}"] for f in s.findings]
+        out += "\n\n" + tabulate(frows, headers=["severity", "finding", "message / remedy"], tablefmt="simple")
+    return out + "\n"
+
+
+def nagios(s: Status) -> str:
+    """One line per the monitoring-plugins guidelines: SERVICE STATUS: text | perfdata."""
+    label = {"ok": "OK", "warning": "WARNING", "critical": "CRITICAL", "unknown": "UNKNOWN"}[s.verdict]
+    top = next((f for f in sorted(s.findings, key=_sev_rank, reverse=True)), None)
+    text = top.message if top else f"{s.driver.name} {s.driver.state}, kernel AES accelerated"
+    active = 1 if s.driver.attached and s.driver.accelerates_aes else 0
+    soft = sum(1 for g in s.geli if g.accelerated is False)
+    perf = f"aes_active={active};;;0;1 persisted={1 if s.persist.configured else 0};;;0;1 geli_software={soft};;;0"
+    return f"BSDCRYPT {label}: {text.replace('|', '/')} | {perf}\n"
+
+
+def _sev_rank(f: Any) -> int:
+    return {"info": 0, "warning": 1, "critical": 2, "unknown": 3}[f.severity]
+
+
+def render(s: Status, fmt: str) -> str:
+    if fmt == "json":
+        return to_json(s.to_dict())
+    if fmt == "yaml":
+        return to_yaml(s.to_dict())
+    if fmt == "nagios":
+        return nagios(s)
+    return table(s)

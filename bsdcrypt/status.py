@@ -1,0 +1,116 @@
+"""The assessed status of one host: the stable schema behind every report.
+
+`Status.to_dict()` is the JSON/YAML schema documented in docs/output.md.
+Bump SCHEMA_VERSION on any incompatible change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+Severity = Literal["info", "warning", "critical", "unknown"]
+Verdict = Literal["ok", "warning", "critical", "unknown"]
+DriverState = Literal["builtin", "loaded", "not-loaded", "no-device", "missing", "unknown"]
+
+EXIT_CODES: dict[str, int] = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
+_RANK: dict[str, int] = {"info": 0, "ok": 0, "warning": 1, "critical": 2, "unknown": 3}
+
+
+@dataclass
+class OSInfo:
+    name: str | None = None  # kernel family: FreeBSD, MidnightBSD, Linux
+    variant: str = "unknown"  # freebsd, hardenedbsd, pfsense, opnsense, truenas, freenas, ghostbsd, ...
+    base: str | None = None  # freebsd or hardenedbsd for appliances
+    product: str | None = None  # e.g. "pfSense 2.6.0-RELEASE", "OPNsense 21.1.5"
+    release: str | None = None  # running kernel, e.g. "13.0-RELEASE-p4"
+    major: int | None = None
+    minor: int | None = None
+    branch: str | None = None  # RELEASE, STABLE, CURRENT, ...
+    patch: int | None = None
+    userland: str | None = None  # freebsd-version -u
+    kernel_installed: str | None = None  # freebsd-version -k
+    osreldate: int | None = None
+    arch: str | None = None  # hw.machine_arch
+    kernel_ident: str | None = None  # GENERIC, HARDENEDBSD, custom
+
+
+@dataclass
+class CPUInfo:
+    model: str | None = None
+    aesni: bool | None = None  # AES instructions usable by the kernel (AESNI in Features2 / AES on arm64)
+    sha: bool | None = None
+    vm: bool | None = None
+    hypervisor: str | None = None  # kern.vm_guest or the CPUID origin
+
+
+@dataclass
+class DriverInfo:
+    name: str | None = None  # aesni, armv8crypto (or aesni_intel on Linux)
+    state: DriverState = "unknown"
+    attached: bool | None = None
+    algorithms: list[str] = field(default_factory=list)
+    accelerates_aes: bool | None = None
+    compiled_in: bool | None = None  # part of the running kernel (kldstat -v lists it under "kernel")
+    module_file: str | None = None  # the .ko it was (or can be) loaded from
+    in_generic: bool | None = None  # this release's GENERIC kernel compiles it in
+
+
+@dataclass
+class PersistInfo:
+    configured: bool | None = None  # compiled in, or an effective <driver>_load="YES"
+    needed: bool | None = None  # whether a loader.conf line is needed at all
+    source: str | None = None  # "kernel", or "/boot/loader.conf:12"
+    value: str | None = None  # the effective <driver>_load value, if any
+
+
+@dataclass
+class GeliInfo:
+    name: str
+    encryption: str | None
+    key_length: int | None
+    crypto: str | None
+    accelerated: bool | None
+    needs_reattach: bool
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: Severity
+    message: str
+    remedy: str
+
+
+@dataclass
+class Status:
+    host: str
+    source: str
+    os: OSInfo = field(default_factory=OSInfo)
+    cpu: CPUInfo = field(default_factory=CPUInfo)
+    driver: DriverInfo = field(default_factory=DriverInfo)
+    other_drivers: list[DriverInfo] = field(default_factory=list)
+    persist: PersistInfo = field(default_factory=PersistInfo)
+    geli: list[GeliInfo] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    root: bool | None = None  # the probe ran as root
+
+    @property
+    def verdict(self) -> Verdict:
+        worst = max((_RANK[f.severity] for f in self.findings), default=0)
+        return ("ok", "warning", "critical", "unknown")[worst]  # type: ignore[return-value]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verdict"] = self.verdict
+        return {"schema": SCHEMA_VERSION, **data}
+
+
+def worst_verdict(verdicts: list[str]) -> str:
+    return max(verdicts, key=lambda v: _RANK[v], default="ok")
