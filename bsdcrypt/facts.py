@@ -30,6 +30,7 @@ class CpuFeatures:
     stdext: frozenset[str] | None = None  # Structured Extended Features=<...>
     hypervisor: str | None = None  # Hypervisor: Origin = "..." (raw, stripped)
     isa0: frozenset[str] | None = None  # arm64 Instruction Set Attributes 0 = <...>
+    stdext2: frozenset[str] | None = None  # Structured Extended Features2=<...> (VAES, VPCLMULQDQ)
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,24 @@ class Assignment:
     line: int  # 1-based
     name: str
     value: str  # unquoted value
+
+
+@dataclass(frozen=True)
+class Release:
+    """A FreeBSD-style release string such as `13.0-RELEASE-p4` or `12.1-RELEASE-p8-HBSD`."""
+
+    raw: str  # the string as parsed, stripped
+    major: int
+    minor: int
+    branch: str  # "RELEASE", "STABLE", "CURRENT", "BETA2", "RC1", "PRERELEASE", ... ("" for "2.2.6")
+    patch: int | None  # the -pN patch level, None when absent
+    hbsd: bool  # "-HBSD" suffix (HardenedBSD, OPNsense before 22.1)
+
+
+@dataclass(frozen=True)
+class Product:
+    """An appliance or distribution built on FreeBSD, from its own version files."""
+
+    name: str  # "pfSense", "OPNsense", "TrueNAS", "FreeNAS", "GhostBSD", "MidnightBSD", ...
+    version: str | None  # e.g. "2.6.0-RELEASE", "24.1.2", "13.0-U6", "25.02-R14.3p8"
+    variant: str  # lower-case key: "pfsense", "opnsense", "truenas", "freenas", "ghostbsd", "midnightbsd"

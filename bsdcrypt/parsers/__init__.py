@@ -1,0 +1,17 @@
+"""Pure parsers: text a FreeBSD-family host printed -> plain data (bsdcrypt.facts).
+
+Every parser takes `str` (callers decode bytes with errors="replace"), never raises on
+arbitrary input, and reports what the text did not show as None / empty, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+def clean_text(text: str) -> str:
+    """Undo the usual capture damage: HTML `<br />` line breaks, NULs and literal `\\000`."""
+    text = _BR.sub("\n", text)
+    return text.replace("\\000", "").replace("\x00", "")
