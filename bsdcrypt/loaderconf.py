@@ -228,3 +228,232 @@ def files_from_evidence(evidence: Evidence, root: str = "") -> list[tuple[str, b
     if local is not None:
         out.append((root + LOADER_CONF_LOCAL, local))
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The editor (pure): the smallest change that makes `<name>` effectively "YES", and its exact undo.
+#
+# What enable changed is recorded on the changed line itself, in a trailing comment the loader
+# ignores (see docs/enable.md):
+#   aesni_load="YES" # bsdcrypt enable: added            a line enable appended
+#   aesni_load="YES" # bsdcrypt enable: added+eol        ... after adding the missing final newline
+#   aesni_load="YES" # bsdcrypt enable: was=NO           a line enable edited in place (old raw value,
+#                                                         percent-encoded so it never holds a quote)
+# The marker never contains '"': the loader's quoted-value pattern is greedy ('"(.*)"' runs to the
+# last quote of the line), so a quote in a trailing comment would swallow the comment into the value.
+# --------------------------------------------------------------------------------------------------
+
+MARK = b" # bsdcrypt enable: "
+_MARK_RE = re.compile(rb" # bsdcrypt enable: (added\+eol|added|was=[A-Za-z0-9%._-]*)\Z")
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+class EditError(ValueError):
+    """The editor could not produce a change it can prove correct."""
+
+
+@dataclass(frozen=True)
+class FileEdit:
+    """One file's content before and after a change (paths are as seen on the host, --root included)."""
+
+    path: str
+    before: bytes
+    after: bytes
+    existed: bool = True  # False: the file does not exist yet and will be created
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after or not self.existed
+
+    def diff(self) -> str:
+        """A unified diff, like `diff -u`, including "No newline at end of file" markers."""
+        import difflib
+
+        def lines(data: bytes) -> list[str]:
+            out = [ln.decode("utf-8", errors="replace") for ln in data.splitlines(keepends=True)]
+            out = [ln.replace("\r\n", "\u240d\n") if ln.endswith("\r\n") else ln for ln in out]
+            if out and not out[-1].endswith("\n"):
+                out[-1] += "\n\\ No newline at end of file\n"
+            return out
+
+        src = self.path if self.existed else "/dev/null"
+        return "".join(difflib.unified_diff(lines(self.before), lines(self.after), src, self.path))
+
+
+def line_ending(data: bytes) -> bytes:
+    """The file's own line ending: CRLF if most of its lines end in CRLF, else LF."""
+    total = data.count(b"\n")
+    crlf = data.count(b"\r\n")
+    return b"\r\n" if total and crlf * 2 > total else b"\n"
+
+
+def _encode(raw: bytes) -> bytes:
+    return b"".join(bytes([c]) if c in _SAFE else b"%%%02X" % c for c in raw)
+
+
+def _decode(enc: bytes) -> bytes:
+    out = bytearray()
+    i = 0
+    while i < len(enc):
+        if enc[i] == 0x25 and i + 3 <= len(enc):  # "%XX"
+            out.append(int(enc[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            out.append(enc[i])
+            i += 1
+    return bytes(out)
+
+
+def _split_cr(text: bytes) -> tuple[bytes, bytes]:
+    """`text` without a trailing CR, and the CR (so a marker goes before the CR of a CRLF line)."""
+    return (text[:-1], b"\r") if text.endswith(b"\r") else (text, b"")
+
+
+def _replace_line(data: bytes, line: Line, new_text: bytes) -> bytes:
+    return data[: line.offset] + new_text + data[line.offset + len(line.text) :]
+
+
+def _set_line_yes(data: bytes, line: Line) -> bytes:
+    """Edit one assignment line in place: value -> YES (quoting kept), old value recorded."""
+    old = line.text[line.value_start : line.value_end]
+    body, cr = _split_cr(line.text)
+    if _MARK_RE.search(body):  # ours already (e.g. the user set it back to NO by hand): keep the first record
+        body = body[: line.value_start] + b"YES" + body[line.value_end :]
+        new_text = body + cr
+    else:
+        body = body[: line.value_start] + b"YES" + body[line.value_end :]
+        new_text = body + MARK + b"was=" + _encode(old) + cr
+    return _replace_line(data, line, new_text)
+
+
+def _lines_named(data: bytes, name: str) -> list[Line]:
+    return [ln for ln in parse(data) if ln.kind == "assign" and ln.name == name]
+
+
+def _old_order(files: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    ordered = loader_order(files)
+    return [f for r in (0, 2, 1) for f in ordered if _rank(f[0])[0] == r]
+
+
+def _winner(ordered: list[tuple[str, bytes]], name: str) -> tuple[str, Line] | None:
+    found: tuple[str, Line] | None = None
+    for path, data in ordered:
+        lines = _lines_named(data, name)
+        if lines:
+            found = (path, lines[-1])
+    return found
+
+
+def _check_yes(files: list[tuple[str, bytes]], name: str) -> bool:
+    """Effective "yes" under the current loader order and the pre-14.1 order."""
+    for ordered in (loader_order(files), _old_order(files)):
+        w = _winner(ordered, name)
+        if w is None or not is_yes(w[1].assignment(w[0])):
+            return False
+    return True
+
+
+def set_yes(files: Sequence[tuple[str, bytes]], name: str = "aesni_load", root: str = "") -> list[FileEdit]:
+    """The smallest edits that make `name` effectively YES; [] if it already is (idempotent).
+
+    * The winning assignment is not YES: edit that line in place (in loader.conf.local if that is
+      where the override is), keeping its quoting; the old value goes into a trailing marker comment.
+    * No assignment at all: append `name="YES"` to <root>/boot/loader.conf with the file's own line
+      ending, adding the missing final newline first; create the file if it does not exist.
+    Every other byte is kept.  The result is re-parsed and checked before it is returned.
+    """
+    current = {path: data for path, data in files}
+    order = [path for path, _ in loader_order(list(files))]
+    original = dict(current)
+    created: set[str] = set()
+
+    def snapshot() -> list[tuple[str, bytes]]:
+        return [(p, current[p]) for p in order]
+
+    for _ in range(len(order) + 2):
+        if _check_yes(snapshot(), name):
+            break
+        w = _winner(loader_order(snapshot()), name)
+        if w is not None and not is_yes(w[1].assignment(w[0])):
+            current[w[0]] = _set_line_yes(current[w[0]], w[1])
+            continue
+        w = _winner(_old_order(snapshot()), name)
+        if w is not None and not is_yes(w[1].assignment(w[0])):
+            current[w[0]] = _set_line_yes(current[w[0]], w[1])
+            continue
+        # No assignment anywhere: append to loader.conf.
+        target = next((p for p in order if _rank(p) == (0, "")), root.rstrip("/") + LOADER_CONF)
+        if target not in current:
+            current[target] = b""
+            original[target] = b""
+            order.insert(0, target)
+            created.add(target)
+        data = current[target]
+        eol = line_ending(data)
+        tag = b"added"
+        if data and not data.endswith(b"\n"):
+            data += eol
+            tag = b"added+eol"
+        current[target] = data + name.encode() + b'="YES"' + MARK + tag + eol
+    else:  # pragma: no cover - each step converts one line; cannot loop
+        raise EditError(f"could not make {name} effective")
+
+    if not _check_yes(snapshot(), name):  # pragma: no cover - defensive
+        raise EditError(f"internal error: {name} is not effective after the edit")
+    edits = [
+        FileEdit(path, original[path], current[path], existed=path not in created)
+        for path in order
+        if current[path] != original[path] or path in created
+    ]
+    for e in edits:
+        _verify_no_new_malformed(e)
+    return edits
+
+
+def restore(files: Sequence[tuple[str, bytes]], name: str = "aesni_load") -> list[FileEdit]:
+    """Undo what `set_yes` recorded in its marker comments, byte for byte; [] if it left none."""
+    edits: list[FileEdit] = []
+    for path, data in loader_order(list(files)):
+        new = data
+        # Work bottom-up so earlier offsets stay valid.
+        for line in reversed(parse(data)):
+            if line.kind != "assign" or line.name != name:
+                continue
+            body, cr = _split_cr(line.text)
+            m = _MARK_RE.search(body)
+            if m is None:
+                continue
+            tag = m.group(1)
+            if tag.startswith(b"was="):
+                body = body[: m.start()]
+                body = body[: line.value_start] + _decode(tag[4:]) + body[line.value_end :]
+                new = _replace_line(new, line, body + cr)
+                continue
+            # An appended line: drop it with its line ending.
+            start, end = line.offset, line.offset + len(line.text) + (1 if line.terminated else 0)
+            if tag == b"added+eol":
+                eol = b"\r\n" if new[:start].endswith(b"\r\n") else b"\n"
+                if new[:start].endswith(eol):
+                    start -= len(eol)
+            new = new[:start] + new[end:]
+        if new != data:
+            edits.append(FileEdit(path, data, new))
+    for e in edits:
+        _verify_no_new_malformed(e)
+    return edits
+
+
+def _verify_no_new_malformed(edit: FileEdit) -> None:
+    """Never write a line the loader could fail to parse: no line may become malformed."""
+    before = {_split_cr(ln.text)[0] for ln in parse(edit.before) if ln.kind == "malformed"}
+    for ln in parse(edit.after):
+        if ln.kind == "malformed" and _split_cr(ln.text)[0] not in before:
+            raise EditError(f"refusing to write {edit.path}: line {ln.number} would be malformed")
+
+
+def apply(files: Sequence[tuple[str, bytes]], edits: Iterable[FileEdit]) -> list[tuple[str, bytes]]:
+    """`files` with `edits` applied (created files included), in loader order."""
+    current = dict(files)
+    for e in edits:
+        current[e.path] = e.after
+    return loader_order(list(current.items()))

@@ -1,0 +1,268 @@
+"""The loader.conf editor: smallest change to YES, exact undo, properties over generated configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bsdcrypt.loaderconf import (
+    EditError,
+    FileEdit,
+    _verify_no_new_malformed,
+    apply,
+    effective,
+    is_yes,
+    line_ending,
+    loader_order,
+    order_ambiguous,
+    parse,
+    restore,
+    set_yes,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"
+CONF = "/boot/loader.conf"
+LOCAL = "/boot/loader.conf.local"
+
+
+def only(edits: list[FileEdit]) -> FileEdit:
+    assert len(edits) == 1
+    return edits[0]
+
+
+# (files, path of the single edited file, its expected new content)
+CASES: list[tuple[list[tuple[str, bytes]], str, bytes]] = [
+    ([(CONF, b'zfs_load="YES"\n')], CONF, b'zfs_load="YES"\naesni_load="YES" # bsdcrypt enable: added\n'),
+    ([(CONF, b'zfs_load="YES"')], CONF, b'zfs_load="YES"\naesni_load="YES" # bsdcrypt enable: added+eol\n'),
+    (
+        [(CONF, b"a=1\r\nb=2\r\n")],
+        CONF,
+        b'a=1\r\nb=2\r\naesni_load="YES" # bsdcrypt enable: added\r\n',
+    ),
+    (
+        [(CONF, b"a=1\r\nb=2")],
+        CONF,
+        b'a=1\r\nb=2\r\naesni_load="YES" # bsdcrypt enable: added+eol\r\n',
+    ),
+    ([(CONF, b"")], CONF, b'aesni_load="YES" # bsdcrypt enable: added\n'),
+    ([(CONF, b'aesni_load="NO"\n')], CONF, b'aesni_load="YES" # bsdcrypt enable: was=NO\n'),
+    ([(CONF, b"aesni_load=NO\n")], CONF, b"aesni_load=YES # bsdcrypt enable: was=NO\n"),
+    ([(CONF, b"aesni_load = no\t# off\r\n")], CONF, b"aesni_load = YES\t# off # bsdcrypt enable: was=no\r\n"),
+    # duplicates: only the winner changes
+    (
+        [(CONF, b'aesni_load="YES"\nx=1\naesni_load="NO"\n')],
+        CONF,
+        b'aesni_load="YES"\nx=1\naesni_load="YES" # bsdcrypt enable: was=NO\n',
+    ),
+    # a commented line does not count and is left alone
+    (
+        [(CONF, b'#aesni_load="YES"\n')],
+        CONF,
+        b'#aesni_load="YES"\naesni_load="YES" # bsdcrypt enable: added\n',
+    ),
+    # the override in loader.conf.local is changed there, not shadowed
+    (
+        [(CONF, b'aesni_load="YES"\n'), (LOCAL, b'aesni_load="NO"\n')],
+        LOCAL,
+        b'aesni_load="YES" # bsdcrypt enable: was=NO\n',
+    ),
+    # a malformed aesni line is skipped by the loader: append a good one, leave the bad one
+    (
+        [(CONF, b'aesni_load="YES" junk\n')],
+        CONF,
+        b'aesni_load="YES" junk\naesni_load="YES" # bsdcrypt enable: added\n',
+    ),
+    # greedy quote: the recorded value has no quote, so the new line parses as YES
+    (
+        [(CONF, b'aesni_load="NO" # "x"\n')],
+        CONF,
+        b'aesni_load="YES" # bsdcrypt enable: was=NO%22%20%23%20%22x\n',
+    ),
+    # non-UTF-8 bytes elsewhere are untouched
+    ([(CONF, b"x=\xe9\xff\n")], CONF, b'x=\xe9\xff\naesni_load="YES" # bsdcrypt enable: added\n'),
+]
+
+
+@pytest.mark.parametrize(("files", "path", "after"), CASES)
+def test_set_yes_cases(files: list[tuple[str, bytes]], path: str, after: bytes) -> None:
+    edit = only(set_yes(files))
+    assert edit.path == path and edit.after == after
+    new = apply(files, [edit])
+    assert is_yes(effective(new, "aesni_load"))
+    assert set_yes(new) == []  # idempotent
+    assert apply(new, restore(new)) == loader_order(files)  # exact undo
+
+
+def test_already_yes_is_a_noop() -> None:
+    assert set_yes([(CONF, b'aesni_load="YES"\n')]) == []
+    assert set_yes([(CONF, b"aesni_load=yes\n")]) == []
+
+
+def test_missing_loader_conf_is_created() -> None:
+    edit = only(set_yes([], root="/mnt/img/"))
+    assert edit.path == "/mnt/img/boot/loader.conf" and not edit.existed and edit.before == b""
+    assert edit.diff().startswith("--- /dev/null\n+++ /mnt/img/boot/loader.conf\n")
+
+
+def test_root_prefixed_loader_conf_is_found() -> None:
+    edit = only(set_yes([("/j/boot/loader.conf", b"")], root="/j"))
+    assert edit.path == "/j/boot/loader.conf" and edit.existed
+
+
+def test_pre_14_1_order_is_also_satisfied() -> None:
+    files = [("/boot/loader.conf.d/a.conf", b'aesni_load="NO"\n'), (LOCAL, b'aesni_load="YES"\n')]
+    assert order_ambiguous(files, "aesni_load")
+    edit = only(set_yes(files))
+    assert edit.path == "/boot/loader.conf.d/a.conf"
+    assert not order_ambiguous(apply(files, [edit]), "aesni_load")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.iterdir()))
+def test_real_files_roundtrip(name: str) -> None:
+    data = (FIXTURES / name).read_bytes()
+    files = [(CONF, data)]
+    edits = set_yes(files)
+    if is_yes(effective(files, "aesni_load")):
+        assert edits == []
+        return
+    edit = only(edits)
+    assert edit.after.startswith(data) and edit.after.count(b"\n") == data.count(b"\n") + 1
+    new = apply(files, edits)
+    assert apply(new, restore(new)) == files
+
+
+def test_real_local_override_fixture() -> None:
+    # The BSDRP sample as loader.conf.local with aesni set to NO there, YES in loader.conf.
+    local = (FIXTURES / "bsdrp-netbenches-apu2-ipsec-loader-conf-local-aesni.txt").read_bytes()
+    head, _, tail = local.rpartition(b'aesni_load="YES"')  # the header comment mentions it too
+    local = head + b'aesni_load="NO"' + tail
+    files = [(CONF, b'aesni_load="YES"\n'), (LOCAL, local)]
+    edit = only(set_yes(files))
+    assert edit.path == LOCAL
+    assert edit.after == head + b'aesni_load="YES" # bsdcrypt enable: was=NO' + tail
+
+
+def test_restore_without_markers_changes_nothing() -> None:
+    assert restore([(CONF, b'aesni_load="YES"\n')]) == []
+
+
+def test_restore_after_user_edit_keeps_their_other_changes() -> None:
+    files = [(CONF, b'a=1\naesni_load="NO"\n')]
+    new = apply(files, set_yes(files))
+    ((_, data),) = new
+    data = b"z=9\n" + data + b"w=8\n"
+    back = apply([(CONF, data)], restore([(CONF, data)]))
+    assert back == [(CONF, b'z=9\na=1\naesni_load="NO"\nw=8\n')]
+
+
+def test_line_ending() -> None:
+    assert line_ending(b"a\r\nb\r\n") == b"\r\n"
+    assert line_ending(b"a\nb\r\n") == b"\n"
+    assert line_ending(b"") == b"\n"
+
+
+def test_never_writes_a_malformed_line() -> None:
+    with pytest.raises(EditError):
+        _verify_no_new_malformed(FileEdit(CONF, b"", b'aesni_load="YES" junk\n'))
+
+
+def test_diff_shows_missing_newline_and_crlf() -> None:
+    d = FileEdit(CONF, b"a=1", b"a=1\nb=2\n").diff()
+    assert "\\ No newline at end of file" in d and "+b=2" in d
+    assert "\u240d" in FileEdit(CONF, b"a=1\r\n", b"a=2\r\n").diff()
+
+
+# ---- properties over generated configurations -------------------------------------------------
+
+AESNI_LINES = [
+    b'aesni_load="YES"',
+    b'aesni_load="NO"',
+    b"aesni_load=YES",
+    b"aesni_load=no",
+    b'aesni_load = "yes"',
+    b'\taesni_load\t=\t"NO"\t# tab',
+    b'#aesni_load="YES"',
+    b'aesni_load="YES" junk',
+    b'aesni_load=""',
+    b'aesni_load="NO" # "quoted comment"',
+]
+OTHER_LINES = [
+    b"",
+    b"   ",
+    b"# comment",
+    b'zfs_load="YES"',
+    b"kern.vty=vt",
+    b"vfs.zfs.arc_max = 128M",
+    b'hw.usb.no_pf="1"\t# Disable USB packet filtering',
+    b"\xe9t\xe9=\xff",
+    b"garbage line ;",
+    b'cryptodev_load="YES"',
+]
+
+line_st = st.one_of(st.sampled_from(AESNI_LINES), st.sampled_from(OTHER_LINES))
+
+
+@st.composite
+def file_st(draw: st.DrawFn) -> bytes:
+    lines = draw(st.lists(line_st, max_size=8))
+    eol = draw(st.sampled_from([b"\n", b"\r\n"]))
+    data = eol.join(lines)
+    if lines and draw(st.booleans()):
+        data += eol
+    return data
+
+
+@st.composite
+def files_st(draw: st.DrawFn) -> list[tuple[str, bytes]]:
+    files: list[tuple[str, bytes]] = []
+    if draw(st.integers(0, 9)):  # sometimes no loader.conf at all
+        files.append((CONF, draw(file_st())))
+    for name in draw(st.lists(st.sampled_from(["a.conf", "b.conf", "z.conf"]), unique=True, max_size=2)):
+        files.append((f"/boot/loader.conf.d/{name}", draw(file_st())))
+    if draw(st.booleans()):
+        files.append((LOCAL, draw(file_st())))
+    return files
+
+
+def other_lines(data: bytes) -> list[bytes]:
+    """Lines that are not aesni_load assignments, without their terminators."""
+    return [
+        ln.text.rstrip(b"\r") for ln in parse(data) if not (ln.kind == "assign" and ln.name == "aesni_load")
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(files_st())
+def test_property_enable(files: list[tuple[str, bytes]]) -> None:
+    edits = set_yes(files)
+    new = apply(files, edits)
+    # exactly one effective assignment, and it is YES (under the old and the new file order)
+    assert is_yes(effective(new, "aesni_load"))
+    assert not order_ambiguous(new, "aesni_load")
+    before = dict(files)
+    for e in edits:
+        assert e.before == before.get(e.path, b"")
+        # every other line byte-identical (an appended line may follow; the last line may gain an EOL)
+        assert other_lines(e.after) == other_lines(e.before)
+        # nothing the loader could fail to parse was added
+        bad_before = {ln.text.rstrip(b"\r") for ln in parse(e.before) if ln.kind == "malformed"}
+        assert all(ln.text.rstrip(b"\r") in bad_before for ln in parse(e.after) if ln.kind == "malformed")
+    # enable twice = enable once
+    assert set_yes(new) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(files_st())
+def test_property_disable_restores(files: list[tuple[str, bytes]]) -> None:
+    edits = set_yes(files)
+    new = apply(files, edits)
+    back = apply(new, restore(new))
+    expected = loader_order(files)
+    if any(not e.existed for e in edits):  # enable created loader.conf; disable leaves it empty
+        expected = loader_order([*files, (CONF, b"")])
+    assert back == expected
+    old = effective(files, "aesni_load")
+    assert effective(back, "aesni_load") == old
