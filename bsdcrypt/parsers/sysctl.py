@@ -1,0 +1,61 @@
+"""sysctl(8) output (`name: value` lines) -> dict.
+
+sysctl prints `%s: %s` (name, value) per leaf; errors go to stderr as `sysctl: unknown oid '%s'`
+(sbin/sysctl/sysctl.c), which the probe merges into the same text. OID names may contain spaces
+(`kern.eventtimer.et.ARM MPCore Eventtimer.flags`), `%` (`dev.aesni.0.%desc`) and `-`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bsdcrypt.parsers import clean_text
+
+# What the left side of ": " must look like: a dotted name starting with a letter, whose parts
+# hold letters, digits and the punctuation seen in real OID names (spaces inside, not at the ends).
+_OID = re.compile(r"^[A-Za-z_][\w%\-]*(?:\.[\w%\-+@#()/ ]*[\w%\-+@#()/]|\.)+$")
+
+
+def _split(line: str) -> tuple[str, str] | None:
+    start = 0
+    while True:
+        k = line.find(":", start)
+        if k < 0:
+            return None
+        if k + 1 == len(line) or line[k + 1] in " \t":
+            name = line[:k]
+            if _OID.match(name) and not name.endswith("."):
+                return name, line[k + 1 :].strip()
+        start = k + 1
+
+
+def parse_sysctl(text: str) -> dict[str, str]:
+    """Parse `sysctl NAME...` / `sysctl -a` output. Values are stripped at the ends only.
+
+    Lines that are not `oid: value` (errors, prompts, kern.conftxt lines) are ignored; an indented
+    line directly after an entry continues a multi-line value (kern.version). Never raises.
+    """
+    out: dict[str, str] = {}
+    last: str | None = None
+    for raw in clean_text(text).splitlines():
+        if raw.startswith("sysctl: "):
+            last = None
+            continue
+        parsed = _split(raw)
+        if parsed is not None:
+            name, value = parsed
+            out[name] = value
+            last = name
+        elif last is not None and raw[:1] in (" ", "\t") and raw.strip():
+            out[last] = (out[last] + "\n" + raw.strip()).strip()
+        else:
+            last = None
+    return out
+
+
+_UNKNOWN = re.compile(r"^sysctl: unknown oid '([^']*)'")
+
+
+def unknown_oids(text: str) -> list[str]:
+    """The names sysctl(8) reported as `unknown oid` in the same (stdout+stderr) text."""
+    return [m.group(1) for line in clean_text(text).splitlines() if (m := _UNKNOWN.match(line))]
