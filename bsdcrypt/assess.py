@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bsdcrypt import advice
 from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
-from bsdcrypt.loaderconf import effective, files_from_evidence
+from bsdcrypt.loaderconf import effective, files_from_evidence, is_yes
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.geli import parse_geli_list
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
@@ -273,7 +273,7 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo) -> PersistInfo
         return PersistInfo(configured=False, needed=False)
     assignment = effective(files_from_evidence(ev), f"{driver.name}_load")
     value = assignment.value if assignment else None
-    yes = value is not None and value.strip().upper() == "YES"
+    yes = is_yes(assignment)
     info = PersistInfo(value=value)
     if assignment is not None:
         info.source = f"{assignment.path}:{assignment.line}"
