@@ -163,7 +163,7 @@ class ReplayHost:
 
 
 _MAC = re.compile(rb"\b(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}\b")
-_SERIAL = re.compile(rb"(?im)^(\s*(?:serial|serial number|ident|uuid|kern\.hostuuid|smbios\.\S*serial)\s*[:=]\s*).+$")
+_SERIAL = re.compile(rb"(?i)(\b(?:serial(?:[ _]?number)?|hostuuid|uuid)\b\s*[:=]?\s*)[^\s<>,]+")
 
 
 def redact(evidence: Evidence, hostname: str) -> Evidence:
