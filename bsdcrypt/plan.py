@@ -1,0 +1,358 @@
+"""The enable/disable planner (pure): a Status and the loader files in, a Plan of actions as data out.
+
+Nothing here runs commands.  `bsdcrypt.act` performs a Plan on a Host.  The decision table is
+documented in docs/enable.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bsdcrypt import loaderconf
+from bsdcrypt.loaderconf import FileEdit
+from bsdcrypt.status import DriverState, Status
+
+APPLIANCES = ("pfsense", "opnsense", "truenas", "freenas")
+CHACHA_NOTE = (
+    "Meanwhile ChaCha20-Poly1305 is the fast cipher here: prefer it where the protocol allows "
+    "(IPsec, TLS/KTLS, SSH, WireGuard)."
+)
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """The narrow view of a host the planner needs (build it with `from_status`)."""
+
+    driver: str | None  # aesni, armv8crypto; None when the architecture has no AES driver
+    state: DriverState  # builtin | loaded | not-loaded | no-device | missing | unknown
+    attached: bool | None = None
+    accelerates_aes: bool | None = None
+    cpu_aes: bool | None = None  # AESNI in Features2 (AES in ISA0 on arm64)
+    vm: bool | None = None
+    hypervisor: str | None = None
+    variant: str = "freebsd"  # freebsd, hardenedbsd, pfsense, opnsense, truenas, freenas, ghostbsd, ...
+    os_name: str | None = "FreeBSD"
+    arch: str | None = None
+    is_root: bool | None = None
+    persisted: bool | None = None  # compiled in, or an effective <driver>_load="YES"
+    geli_software: tuple[str, ...] = ()  # AES GELI providers on software crypto
+
+    @classmethod
+    def from_status(cls, s: Status) -> PlanInput:
+        geli = tuple(
+            g.name
+            for g in s.geli
+            if g.accelerated is False and (g.encryption or "").upper().startswith("AES")
+        )
+        return cls(
+            driver=s.driver.name,
+            state=s.driver.state,
+            attached=s.driver.attached,
+            accelerates_aes=s.driver.accelerates_aes,
+            cpu_aes=s.cpu.aesni,
+            vm=s.cpu.vm,
+            hypervisor=s.cpu.hypervisor,
+            variant=s.os.variant,
+            os_name=s.os.name,
+            arch=s.os.arch,
+            is_root=s.root,
+            persisted=s.persist.configured,
+            geli_software=geli,
+        )
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    argv: tuple[str, ...]
+    why: str
+    check: str = "rc"  # "rc": must exit 0; "kldload": exit status translated; "verify": output checked
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    edit: FileEdit
+    why: str
+
+
+@dataclass(frozen=True)
+class Refuse:
+    reason: str
+    advice: str
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+
+
+Action = RunCommand | WriteFile | Refuse | Note
+
+
+@dataclass
+class Plan:
+    actions: list[Action] = field(default_factory=list)
+
+    @property
+    def refusal(self) -> Refuse | None:
+        return next((a for a in self.actions if isinstance(a, Refuse)), None)
+
+    @property
+    def commands(self) -> list[RunCommand]:
+        return [a for a in self.actions if isinstance(a, RunCommand)]
+
+    @property
+    def writes(self) -> list[WriteFile]:
+        return [a for a in self.actions if isinstance(a, WriteFile)]
+
+    @property
+    def notes(self) -> list[str]:
+        return [a.text for a in self.actions if isinstance(a, Note)]
+
+    @property
+    def changes_something(self) -> bool:
+        return self.refusal is None and bool(self.commands or self.writes)
+
+    def kinds(self) -> list[str]:
+        """A compact summary for tests and logs, e.g. ['run:kldload aesni', 'write:/boot/loader.conf']."""
+        out: list[str] = []
+        for a in self.actions:
+            if isinstance(a, RunCommand):
+                out.append("run:" + " ".join(a.argv))
+            elif isinstance(a, WriteFile):
+                out.append("write:" + a.edit.path)
+            elif isinstance(a, Refuse):
+                out.append("refuse")
+            else:
+                out.append("note")
+        return out
+
+
+def _appliance_advice(variant: str) -> str:
+    from bsdcrypt.advice import APPLIANCE_SETTING
+
+    return APPLIANCE_SETTING.get(variant, "use the appliance's own settings page")
+
+
+def _geli_note(p: PlanInput, driver: str) -> Note | None:
+    if not p.geli_software:
+        return None
+    names = ", ".join(p.geli_software)
+    return Note(
+        f"GELI provider(s) {names} were attached before {driver} and keep using software crypto: "
+        "re-attach each one (geli detach NAME && geli attach ... NAME) or reboot (root, swap and busy "
+        "providers: reboot)."
+    )
+
+
+def _persist_actions(files: Sequence[tuple[str, bytes]], driver: str, root: str) -> list[Action]:
+    name = f"{driver}_load"
+    out: list[Action] = []
+    bad = [(path, n) for path, data in files for n in loaderconf.malformed(data)]
+    if bad:
+        where = ", ".join(f"{path}:{n}" for path, n in bad[:5])
+        out.append(
+            Note(
+                f"malformed line(s) at {where}: the lua loader skips them; the old Forth loader stops "
+                "reading the file there. bsdcrypt leaves them as they are."
+            )
+        )
+    edits = loaderconf.set_yes(files, name, root=root)
+    if not edits:
+        eff = loaderconf.effective(files, name)
+        where = f" ({eff.path}:{eff.line})" if eff else ""
+        out.append(Note(f'{name}="YES" is already in effect{where}: nothing to change.'))
+        return out
+    for e in edits:
+        verb = "create" if not e.existed else "edit"
+        out.append(WriteFile(e, f'{verb} {e.path} so that {name}="YES" is in effect at the next boot'))
+    return out
+
+
+def plan_enable(
+    p: PlanInput,
+    files: Sequence[tuple[str, bytes]] = (),
+    *,
+    persist: bool = False,
+    root: str = "",
+) -> Plan:
+    """What `bsdcrypt enable [--persist] [--root DIR]` should do on this host."""
+    plan = Plan()
+    act = plan.actions
+    driver = p.driver
+
+    if root:
+        # An offline system (jail, image): only its loader configuration is edited.
+        act.append(
+            Note(
+                f"--root {root}: only the loader configuration under it is edited; the running kernel "
+                "is not touched and its driver state is not checked against that system's kernel."
+            )
+        )
+        if not persist:
+            act.append(Refuse("with --root there is nothing to do without --persist", "add --persist"))
+            return plan
+        act.extend(_persist_actions(files, driver or "aesni", root))
+        return plan
+
+    if p.os_name not in ("FreeBSD", "MidnightBSD") and p.variant not in APPLIANCES + ("hardenedbsd",):
+        act.append(
+            Refuse(
+                f"this is not a FreeBSD-family host ({p.os_name or 'unknown system'})",
+                "run bsdcrypt enable on a FreeBSD or HardenedBSD host",
+            )
+        )
+        return plan
+    if driver is None:
+        act.append(
+            Refuse(f"FreeBSD has no AES acceleration driver for {p.arch or 'this architecture'}", CHACHA_NOTE)
+        )
+        return plan
+
+    sha_only = bool(p.attached and p.accelerates_aes is False)
+    if p.state == "builtin" and p.attached and not sha_only:
+        why = "it is compiled into the running kernel"
+        if driver == "aesni" and p.variant in ("hardenedbsd", "opnsense"):
+            why += " (HardenedBSD's kernel has included aesni since 10-STABLE)"
+        elif driver in ("aesni", "armv8crypto"):
+            why += f" (GENERIC includes {driver} since FreeBSD 13.0)"
+        act.append(
+            Note(
+                f"{driver} is already active: {why}. Nothing to load, and no {driver}_load line is "
+                "needed" + (", so --persist changes nothing." if persist else ".")
+            )
+        )
+        geli = _geli_note(p, driver)
+        if geli:
+            act.append(geli)
+        return plan
+
+    if sha_only:
+        act.append(
+            Refuse(
+                f"{driver}0 attached for SHA only: the CPU reports no AES-NI (usually disabled in the "
+                "BIOS/UEFI setup)",
+                "enable AES-NI in the firmware setup and reboot. " + CHACHA_NOTE,
+            )
+        )
+        return plan
+    if p.cpu_aes is False:
+        if p.vm:
+            hv = p.hypervisor or "hypervisor"
+            act.append(
+                Refuse(
+                    f"this {hv} guest's virtual CPU does not advertise AES-NI, so {driver} cannot accelerate "
+                    "anything here",
+                    "ask the VM's provider for CPU passthrough / the host CPU model (KVM/QEMU: -cpu host or "
+                    "libvirt host-passthrough; Proxmox: CPU type host; VMware/Hyper-V: do not mask CPU "
+                    "features). "
+                    + CHACHA_NOTE,
+                )
+            )
+        else:
+            act.append(
+                Refuse(
+                    "this CPU has no AES instructions: there is nothing to load",
+                    CHACHA_NOTE + " For fast disk encryption: newer hardware.",
+                )
+            )
+        return plan
+
+    if p.variant in APPLIANCES:
+        act.append(
+            Refuse(
+                f"{p.variant} generates /boot/loader.conf itself; bsdcrypt does not edit it",
+                _appliance_advice(p.variant),
+            )
+        )
+        return plan
+
+    if p.state == "missing":
+        act.append(
+            Refuse(
+                f"there is no {driver} driver: it is not in the running kernel and {driver}.ko is "
+                "not in /boot/kernel",
+                f"add `device crypto` and `device {driver}` to the kernel config and rebuild, or "
+                f"build the module (cd /usr/src/sys/modules/{driver} && make && make install)",
+            )
+        )
+        return plan
+    if p.state == "no-device":
+        act.append(
+            Refuse(
+                f"{driver} is in the kernel but no {driver}0 device attached",
+                f"check `dmesg | grep {driver}` and that hint.{driver}.0.disabled is not set",
+            )
+        )
+        return plan
+    if p.state == "unknown":
+        act.append(
+            Refuse(
+                f"could not tell whether {driver} is loaded (kldstat output missing)",
+                "run `bsdcrypt status` and check the probe; or `kldstat -v` on the host",
+            )
+        )
+        return plan
+    if p.cpu_aes is None and p.state == "not-loaded":
+        act.append(Note("the CPU flags were not found in dmesg.boot: loading the driver will tell"))
+
+    if p.state == "not-loaded":
+        if p.is_root is False:
+            act.append(
+                Refuse(
+                    "loading a kernel module needs root",
+                    "run it as root, e.g. `doas bsdcrypt enable` or `sudo bsdcrypt enable`",
+                )
+            )
+        act.append(RunCommand(("kldload", driver), f"load the {driver} driver now", check="kldload"))
+        act.append(
+            RunCommand(
+                ("sysctl", "-n", f"dev.{driver}.0.%desc"),
+                f"check that a {driver}0 device attached and accelerates AES",
+                check="verify",
+            )
+        )
+    elif p.state == "loaded":
+        act.append(Note(f"{driver} is already loaded and attached."))
+
+    if persist:
+        if p.is_root is False and not any(isinstance(a, Refuse) for a in act):
+            act.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)"))
+        act.extend(_persist_actions(files, driver, root))
+    elif p.persisted is False:
+        act.append(Note(f"nothing loads {driver} at boot yet: add --persist to keep it after a reboot."))
+
+    geli = _geli_note(p, driver)
+    if geli:
+        act.append(geli)
+    return plan
+
+
+def plan_disable(
+    files: Sequence[tuple[str, bytes]], driver: str = "aesni", *, is_root: bool | None = None
+) -> Plan:
+    """What `bsdcrypt disable --persist` should do: undo exactly what enable recorded in its markers."""
+    plan = Plan()
+    name = f"{driver}_load"
+    edits = loaderconf.restore(files, name)
+    if not edits:
+        plan.actions.append(
+            Note(
+                f"no {name} line carries bsdcrypt's marker: enable changed nothing here, so "
+                "there is nothing to undo."
+            )
+        )
+        return plan
+    if is_root is False:
+        plan.actions.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)"))
+    for e in edits:
+        plan.actions.append(WriteFile(e, f"undo bsdcrypt enable's change to {e.path}"))
+    after = loaderconf.effective(loaderconf.apply(files, edits), name)
+    state = f'{name}="{after.value}" ({after.path}:{after.line})' if after else f"no {name} line"
+    plan.actions.append(
+        Note(
+            f"after the next boot: {state}. The driver stays loaded until then "
+            f"(kldunload {driver} to unload it now, if nothing uses it)."
+        )
+    )
+    return plan
