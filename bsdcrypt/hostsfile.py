@@ -1,0 +1,200 @@
+"""Hosts files for `bsdcrypt fleet-audit`: pure parsing, no I/O beyond the text given.
+
+One host per line:
+
+    [user@]host[:port]        # a DNS name, an IPv4 address or a bracketed IPv6 address
+    user@[2001:db8::7]:2222   # IPv6 with a port must be bracketed
+    2001:db8::7               # a bare IPv6 address (no port) is accepted too
+    replay:PATH               # a recording, relative to the hosts file's folder
+    # comments and blank lines are ignored; `host  # comment` too
+
+Bad lines are collected and reported together, each naming the file and line.
+A host listed twice is audited once and reported once as a duplicate.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+
+from bsdcrypt.errors import BsdcryptError
+
+# RFC 1123 labels, plus '_' (seen in real internal names and ssh_config aliases).
+_NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
+_USER = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]*\$?$")
+MAX_ERRORS_SHOWN = 20
+
+
+class HostsFileError(BsdcryptError):
+    """One or more bad lines; str() lists them as `FILE:LINE: problem`."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        shown = problems[:MAX_ERRORS_SHOWN]
+        more = len(problems) - len(shown)
+        text = "; ".join(shown) + (f"; and {more} more bad lines" if more > 0 else "")
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One host of the fleet, as written in the hosts file."""
+
+    spec: str  # the text as written (without comment), e.g. "root@[::1]:2222" or "replay:x.yaml"
+    source: str  # "FILE:LINE"
+    host: str = ""  # name or address, IPv6 without brackets; empty for replay entries
+    user: str | None = None
+    port: int | None = None
+    replay: str | None = None  # the PATH of a replay: entry, as written
+    base_dir: str | None = None  # folder of the hosts file, for relative replay paths
+
+    @property
+    def is_replay(self) -> bool:
+        return self.replay is not None
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Identity for duplicate detection."""
+        if self.replay is not None:
+            return ("replay", self.replay)
+        return ("ssh", (self.user or ""), self.host.lower(), str(self.port or ""))
+
+    @property
+    def ssh_spec(self) -> str:
+        """The entry as a `--host` value (IPv6 re-bracketed when a port follows)."""
+        if self.replay is not None:
+            return f"replay:{self.replay}"
+        host = self.host
+        if self.port is not None and ":" in host:
+            host = f"[{host}]"
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port is not None else ""
+        return f"{user}{host}{port}"
+
+
+@dataclass
+class Duplicate:
+    spec: str
+    first: str  # FILE:LINE of the entry that is kept
+    others: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        also = ", ".join(self.others)
+        return f"{self.spec} is listed more than once ({self.first}, also {also}); audited once"
+
+
+@dataclass
+class HostsList:
+    entries: list[HostEntry]
+    duplicates: list[Duplicate]
+
+
+class SpecError(ValueError):
+    pass
+
+
+def _port(text: str) -> int:
+    if not text.isdigit():
+        raise SpecError(f"bad port {text!r}")
+    port = int(text)
+    if not 1 <= port <= 65535:
+        raise SpecError(f"port {port} is out of range 1-65535")
+    return port
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def split_spec(spec: str) -> tuple[str | None, str, int | None]:
+    """`[user@]host[:port]` -> (user, host, port); IPv6 as `[addr]:port` or bare `addr`.
+
+    Raises SpecError with a one-line reason.
+    """
+    text = spec.strip()
+    if not text:
+        raise SpecError("empty host")
+    if any(ch.isspace() for ch in text):
+        raise SpecError(f"{text!r} has spaces (one host per line)")
+    user: str | None = None
+    if "@" in text:
+        user, _, text = text.rpartition("@")
+        if not user or not _USER.match(user):
+            raise SpecError(f"bad user name {user!r}")
+    port: int | None = None
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0:
+            raise SpecError(f"{text!r}: '[' without ']'")
+        host, rest = text[1:close], text[close + 1:]
+        if not _is_ipv6(host):
+            raise SpecError(f"{host!r} in brackets is not an IPv6 address")
+        if rest:
+            if not rest.startswith(":"):
+                raise SpecError(f"unexpected {rest!r} after ']'")
+            port = _port(rest[1:])
+    elif text.count(":") > 1:
+        if not _is_ipv6(text):
+            raise SpecError(f"{text!r} is not an IPv6 address (write [addr]:port for a port)")
+        host = text
+    else:
+        host, sep, port_text = text.partition(":")
+        if sep:
+            port = _port(port_text)
+        if not host:
+            raise SpecError("missing host name")
+        if not _NAME.match(host) or ".." in host:
+            raise SpecError(f"bad host name {host!r}")
+    return user, host, port
+
+
+def _strip_comment(line: str) -> str:
+    # `#` starts a comment at the line start or after whitespace (so `replay:a#b.yaml` stays whole).
+    text = line.strip()
+    if text.startswith("#"):
+        return ""
+    match = re.search(r"\s#", text)
+    return text[: match.start()].rstrip() if match else text
+
+
+def parse_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) -> HostsList:
+    """Parse the text of a hosts file; `origin` names it in errors ("-" reads as <stdin>)."""
+    name = "<stdin>" if origin == "-" else origin
+    problems: list[str] = []
+    entries: list[HostEntry] = []
+    seen: dict[tuple[str, ...], HostEntry] = {}
+    dups: dict[tuple[str, ...], Duplicate] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        where = f"{name}:{number}"
+        body = _strip_comment(raw)
+        if not body:
+            continue
+        try:
+            if body.startswith("replay:"):
+                path = body[len("replay:"):]
+                if not path or any(ch.isspace() for ch in path):
+                    raise SpecError("replay: needs one PATH or recording name")
+                entry = HostEntry(spec=body, source=where, replay=path, base_dir=base_dir)
+            else:
+                user, host, port = split_spec(body)
+                entry = HostEntry(spec=body, source=where, host=host, user=user, port=port)
+        except SpecError as exc:
+            problems.append(f"{where}: {exc}")
+            continue
+        first = seen.get(entry.key)
+        if first is not None:
+            dup = dups.setdefault(entry.key, Duplicate(first.spec, first.source))
+            dup.others.append(where)
+            continue
+        seen[entry.key] = entry
+        entries.append(entry)
+    if problems:
+        raise HostsFileError(problems)
+    if not entries:
+        raise HostsFileError([f"{name}: no hosts (only comments or blank lines)"])
+    return HostsList(entries, list(dups.values()))

@@ -1,0 +1,328 @@
+"""A fleet of fake FreeBSD hosts served by real OpenSSH sshd processes on 127.0.0.0/8.
+
+Used by tests/fleet (session fixture) and benchmarks/fleet_bench.py. Nothing here listens on or
+connects to an address outside 127.0.0.0/8.
+
+Each fake host is one loopback address. sshd runs with a ForceCommand (fakehost.sh) that picks
+the host by the local address in $SSH_CONNECTION, reads the probe script from stdin, takes the
+per-run token from its `T=` line and prints the host's recording rendered with that token
+(pre-rendered once, with a placeholder, by bsdcrypt.probe.render). sshd accepts at most 16
+listen addresses per process, so the fleet is split over several sshd processes on one port.
+Faulty behaviours are chosen per address: slow, garbage, cut (output killed mid-way),
+auth-refused (another authorized_keys), wrong-key (known_hosts holds another key), unknown-key
+(absent from known_hosts), plus a closed port and a TCP listener that never speaks SSH.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+PLACEHOLDER = "@@bsdcrypt-fakehost0000"
+MAX_LISTEN = 16  # sshd's MAX_LISTEN_SOCKS
+
+FAKEHOST_SH = r"""#!/bin/sh
+# bsdcrypt test fleet: answer the probe as the host bound to this local address.
+D='@DIR@'
+set -- $SSH_CONNECTION
+A=$3
+case "$SSH_ORIGINAL_COMMAND" in
+  '/bin/sh -s') ;;
+  *) echo "fakehost: unexpected command: $SSH_ORIGINAL_COMMAND" >&2; exit 126 ;;
+esac
+T=$(sed -n 's/^T=//p')
+if [ -f "$D/$A.slow" ]; then exec sleep "$(cat "$D/$A.slow")"; fi
+if [ -f "$D/$A.garbage" ]; then exec cat "$D/$A.garbage"; fi
+if [ -f "$D/$A.cut" ]; then
+  head -c "$(cat "$D/$A.cut")" "$D/$A.out" | sed "s/@PH@/$T/g"
+  kill -9 $$
+fi
+exec sed "s/@PH@/$T/g" "$D/$A.out"
+"""
+
+
+def healthy_address(i: int) -> str:
+    """The i-th healthy fake host: 127.1.0.1, 127.1.0.2, ... (250 per /24)."""
+    return f"127.1.{i // 250}.{i % 250 + 1}"
+
+
+def _check_loopback(addr: str) -> None:
+    if ipaddress.ip_address(addr) not in ipaddress.ip_network("127.0.0.0/8"):
+        raise ValueError(f"{addr} is outside 127.0.0.0/8")
+
+
+def _free_port(addrs: list[str]) -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((addrs[0], 0))
+            port = int(s.getsockname()[1])
+        ok = True
+        for a in addrs[1:4]:
+            with socket.socket() as s:
+                try:
+                    s.bind((a, port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return port
+    raise RuntimeError("no free port on loopback")
+
+
+@dataclass
+class FakeHost:
+    addr: str
+    kind: str  # replay, slow, garbage, cut, auth-refused, wrong-key, unknown-key
+    recording: str | None = None  # path of the recording it answers from
+
+
+@dataclass
+class LoopbackFleet:
+    workdir: Path
+    sshd: str = SSHD
+    port: int = 0
+    hosts: dict[str, FakeHost] = field(default_factory=dict)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    silent_addr: str = "127.3.0.2"  # accepts TCP, never speaks
+    closed_addr: str = "127.3.0.1"  # nothing listens
+    slow_seconds: int = 20
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.hostdir = self.workdir / "hosts"
+        self.hostdir.mkdir(exist_ok=True)
+        self._silent_sock: socket.socket | None = None
+        self._silent_conns: list[socket.socket] = []
+        self._stop = threading.Event()
+
+    # -- building the fleet
+
+    def add(self, addr: str, kind: str = "replay", recording: str | Path | None = None) -> FakeHost:
+        _check_loopback(addr)
+        host = FakeHost(addr, kind, str(recording) if recording else None)
+        self.hosts[addr] = host
+        return host
+
+    @property
+    def log_files(self) -> list[Path]:
+        return sorted(self.workdir.glob("sshd.*.log"))
+
+    def _keygen(self, name: str) -> Path:
+        path = self.workdir / name
+        if not path.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)],
+                check=True,
+                stdin=subprocess.DEVNULL,
+            )
+        return path
+
+    def _render(self, host: FakeHost) -> None:
+        from bsdcrypt.probe import render
+        from bsdcrypt.recording import load
+
+        out = self.hostdir / f"{host.addr}.out"
+        if host.recording:
+            _, evidence = load(Path(host.recording))
+            out.write_bytes(render(evidence, PLACEHOLDER))
+        else:
+            out.write_bytes(b"")
+        if host.kind == "slow":
+            (self.hostdir / f"{host.addr}.slow").write_text(str(self.slow_seconds))
+        elif host.kind == "garbage":
+            (self.hostdir / f"{host.addr}.garbage").write_bytes(
+                b"Welcome to FreeBSD!\n\x00\xff\xfe random login noise, no probe frames here\n"
+            )
+        elif host.kind == "cut":
+            size = out.stat().st_size
+            (self.hostdir / f"{host.addr}.cut").write_text(str(max(200, size // 3)))
+
+    def start(self) -> None:
+        if not os.path.isfile(self.sshd):
+            raise FileNotFoundError(self.sshd)
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
+        self.host_key = self._keygen("ssh_host_ed25519_key")
+        self.other_host_key = self._keygen("other_host_ed25519_key")
+        self.client_key = self._keygen("client_ed25519")
+        self.stranger_key = self._keygen("stranger_ed25519")
+        (self.workdir / "authorized_keys").write_text((self.workdir / "client_ed25519.pub").read_text())
+        (self.workdir / "stranger_keys").write_text((self.workdir / "stranger_ed25519.pub").read_text())
+        script = FAKEHOST_SH.replace("@DIR@", str(self.hostdir)).replace("@PH@", PLACEHOLDER)
+        (self.workdir / "fakehost.sh").write_text(script)
+        for host in self.hosts.values():
+            self._render(host)
+        addrs = list(self.hosts)
+        self.port = self.port or _free_port(addrs)
+        self._start_silent_listener()
+        groups = [addrs[i:i + MAX_LISTEN] for i in range(0, len(addrs), MAX_LISTEN)]
+        for n, group in enumerate(groups):
+            self._start_sshd(n, group)
+        self._wait_listening(addrs)
+        self._write_client_files()
+
+    def _start_sshd(self, n: int, addrs: list[str]) -> None:
+        w = self.workdir
+        lines = [
+            f"Port {self.port}",
+            *(f"ListenAddress {a}" for a in addrs),
+            f"HostKey {self.host_key}",
+            f"PidFile {w}/sshd.{n}.pid",
+            f"AuthorizedKeysFile {w}/authorized_keys",
+            "PermitRootLogin prohibit-password",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "StrictModes no",
+            "UseDNS no",
+            "PrintMotd no",
+            "PrintLastLog no",
+            "MaxStartups 4000",
+            "MaxSessions 4",
+            "LoginGraceTime 60",
+            "AllowTcpForwarding yes",
+            "LogLevel VERBOSE",
+            f"ForceCommand /bin/sh {w}/fakehost.sh",
+        ]
+        for a in addrs:
+            kind = self.hosts[a].kind
+            if kind == "auth-refused":
+                lines += [f"Match LocalAddress {a}", f"    AuthorizedKeysFile {w}/stranger_keys"]
+        cfg = w / f"sshd.{n}.conf"
+        cfg.write_text("\n".join(lines) + "\n")
+        log = w / f"sshd.{n}.log"
+        proc = subprocess.Popen(
+            [self.sshd, "-D", "-f", str(cfg), "-E", str(log)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+
+    def _wait_listening(self, addrs: list[str], timeout: float = 20.0) -> None:
+        # sshd logs "Server listening on ADDR port PORT." per address; no probing connections.
+        want = set(addrs)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            seen: set[str] = set()
+            for log in self.log_files:
+                seen.update(re.findall(r"Server listening on (\S+) port", log.read_text(errors="replace")))
+            if want <= seen:
+                return
+            for p in self.procs:
+                if p.poll() is not None:
+                    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+                    raise RuntimeError(f"sshd exited with {p.returncode}: {err.strip()[:500]}")
+            time.sleep(0.05)
+        raise RuntimeError(f"sshd did not listen on {sorted(want - seen)[:5]} within {timeout}s")
+
+    def _start_silent_listener(self) -> None:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((self.silent_addr, self.port))
+        s.listen(64)
+        s.settimeout(0.2)
+        self._silent_sock = s
+
+        def serve() -> None:
+            while not self._stop.is_set():
+                try:
+                    conn, _ = s.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                self._silent_conns.append(conn)  # held open, never written to
+
+        threading.Thread(target=serve, name="silent-listener", daemon=True).start()
+
+    def _write_client_files(self) -> None:
+        pub = (self.workdir / "ssh_host_ed25519_key.pub").read_text().split()
+        other = (self.workdir / "other_host_ed25519_key.pub").read_text().split()
+        lines = []
+        for a, h in self.hosts.items():
+            if h.kind == "unknown-key":
+                continue
+            key = other if h.kind == "wrong-key" else pub
+            lines.append(f"[{a}]:{self.port} {key[0]} {key[1]}")
+        self.known_hosts = self.workdir / "known_hosts"
+        self.known_hosts.write_text("\n".join(lines) + "\n")
+        self.ssh_config = self.workdir / "ssh_config"
+        self.ssh_config.write_text(
+            "Host *\n"
+            "    User root\n"
+            f"    IdentityFile {self.client_key}\n"
+            "    IdentitiesOnly yes\n"
+            f"    UserKnownHostsFile {self.known_hosts}\n"
+            "    GlobalKnownHostsFile none\n"
+            "    HashKnownHosts no\n"
+        )
+
+    def spec(self, addr: str) -> str:
+        return f"root@{addr}:{self.port}"
+
+    # -- the sshd log
+
+    def log_mark(self) -> dict[Path, int]:
+        return {p: p.stat().st_size for p in self.log_files}
+
+    def _log_text(self, since: dict[Path, int] | None) -> str:
+        parts = []
+        for p in self.log_files:
+            with p.open("rb") as fh:
+                fh.seek((since or {}).get(p, 0))
+                parts.append(fh.read().decode(errors="replace"))
+        return "".join(parts)
+
+    def counts(self, since: dict[Path, int] | None = None) -> tuple[Counter[str], Counter[str]]:
+        """(connections per local address, exec requests per local address) in the sshd logs."""
+        text = self._log_text(since)
+        conns: Counter[str] = Counter()
+        by_port: dict[str, str] = {}
+        for m in re.finditer(r"Connection from \S+ port (\d+) on (\S+) port \d+", text):
+            conns[m.group(2)] += 1
+            by_port[m.group(1)] = m.group(2)
+        execs: Counter[str] = Counter()
+        for m in re.finditer(r"Starting session: (?:forced-command|command)\b.*? from \S+ port (\d+)", text):
+            execs[by_port.get(m.group(1), "?")] += 1
+        return conns, execs
+
+    # -- teardown
+
+    def stop(self) -> None:
+        self._stop.set()
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+            if p.stderr:
+                p.stderr.close()
+        if self._silent_sock is not None:
+            self._silent_sock.close()
+        for c in self._silent_conns:
+            c.close()
+
+
+def sshd_available(path: str = SSHD) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK) and shutil.which("ssh-keygen") is not None
