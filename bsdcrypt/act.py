@@ -1,0 +1,275 @@
+"""The act seam: perform a Plan on a Host, through `host.run` only (local, replay-refusing, SSH alike).
+
+* kldload with its errors translated (the strings are kldload.c's, see freebsd-facts §3.3);
+* verification through `sysctl -n dev.<driver>.0.%desc`;
+* the safe write: ONE POSIX sh snippet per file, content on stdin (see `write_script` and
+  docs/enable.md for every step and why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bsdcrypt import loaderconf
+from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.host import Host
+from bsdcrypt.loaderconf import FileEdit
+from bsdcrypt.plan import Note, Plan, Refuse, RunCommand, WriteFile
+from bsdcrypt.probe import new_token, parse_output
+
+KLD_EEXIST = "module already loaded or in kernel"
+KLD_ENOEXEC = "Please check dmesg(8) for more details"
+_OK = "bsdcrypt-write: ok"
+
+
+class ActError(BsdcryptError):
+    """A step of the plan failed; str() is one line."""
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def posix_cksum(data: bytes) -> str:
+    """What POSIX `cksum < file` prints (CRC and length), on FreeBSD and GNU alike."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else (crc << 1)
+            crc &= 0xFFFFFFFF
+    n = len(data)
+    while n:
+        crc ^= (n & 0xFF) << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else (crc << 1)
+            crc &= 0xFFFFFFFF
+        n >>= 8
+    return f"{(~crc) & 0xFFFFFFFF} {len(data)}"
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+
+
+def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
+    """The loader configuration files under `root` (like sysrc -R), in loader order, in one round trip."""
+    root = root.rstrip("/")
+    token = new_token()
+    conf, confd, local = (
+        root + p for p in (loaderconf.LOADER_CONF, loaderconf.LOADER_CONF_DIR, loaderconf.LOADER_CONF_LOCAL)
+    )
+    script = "\n".join(
+        [
+            f"T={token}",
+            's() { printf \'%s begin %s\\n\' "$T" "$1"; ( cat -- "$1" ) </dev/null 2>&1;'
+            ' printf \'\\n%s end %s %d\\n\' "$T" "$1" "$?"; }',
+            f"[ -e {_q(conf)} ] && s {_q(conf)}",
+            f'for x in {_q(confd)}/*.conf; do [ -f "$x" ] && s "$x"; done',
+            f"[ -e {_q(local)} ] && s {_q(local)}",
+            'printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"',
+            "exit 0",
+        ]
+    )
+    res = host.run(script, timeout=60)
+    ev = parse_output(res.stdout, token)
+    out: list[tuple[str, bytes]] = []
+    for path, st in ev.steps.items():
+        if path == ".":
+            continue
+        if not st.ok:
+            raise ActError(
+                f"cannot read {path}: {st.text.strip().splitlines()[-1] if st.text.strip() else 'error'}"
+            )
+        out.append((path, st.out))
+    return loaderconf.loader_order(out)
+
+
+# ---- the safe write --------------------------------------------------------------------------------
+
+_BODY = r"""
+set -u
+die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
+syncf() { if command -v fsync >/dev/null 2>&1; then fsync "$1"; else sync "$1" 2>/dev/null || sync; fi; }
+if [ "$EXISTED" = 1 ]; then
+  [ -f "$TGT" ] || die "$F no longer exists (or is not a regular file)"
+  [ -r "$TGT" ] || die "cannot read $F: permission denied"
+  cur=$(cksum < "$TGT") || die "cannot read $F"
+  [ "$cur" = "$CKSUM" ] || die "$F changed since bsdcrypt read it; nothing written, run again"
+else
+  [ ! -e "$TGT" ] || die "$F appeared since bsdcrypt read it; nothing written, run again"
+fi
+[ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
+bak=-
+if [ "$EXISTED" = 1 ]; then
+  bak="$TGT.bsdcrypt-$(date -u +%Y%m%dT%H%M%SZ)"
+  [ -e "$bak" ] && bak="$bak.$$"
+  err=$(cp -p "$TGT" "$bak" 2>&1) || die "cannot write the backup $bak: ${err##*: }"
+  syncf "$bak" || die "cannot fsync the backup $bak"
+fi
+tmp=$(mktemp "$DIR/.$BASE.bsdcrypt.XXXXXX" 2>/dev/null) || die "cannot create a temporary file in $DIR"
+trap 'rm -f "$tmp"' EXIT
+if [ "$EXISTED" = 1 ]; then
+  cp -p "$TGT" "$tmp" || die "cannot copy $F's owner and mode"
+else
+  chmod 644 "$tmp" || die "cannot chmod $tmp"
+fi
+cat > "$tmp" || die "cannot write $tmp (file system full?)"
+syncf "$tmp" || die "cannot fsync $tmp"
+__CRASH__
+mv -f "$tmp" "$TGT" || die "cannot rename $tmp over $F"
+trap - EXIT
+syncf "$DIR" || die "renamed, but cannot fsync the directory $DIR"
+printf '%s %s\n' "bsdcrypt-write: ok" "$bak"
+cat -- "$TGT"
+"""
+
+_WRAPPER = r"""
+F=__F__; EXISTED=__EXISTED__; CKSUM=__CKSUM__
+PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH
+LC_ALL=C; export LC_ALL
+die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
+TGT=$F
+if [ -L "$F" ]; then
+  TGT=$(realpath "$F" 2>/dev/null || readlink -f "$F" 2>/dev/null) || TGT=
+  [ -n "$TGT" ] || die "cannot resolve the symbolic link $F"
+fi
+DIR=$(dirname -- "$TGT"); BASE=$(basename -- "$TGT")
+[ -d "$DIR" ] || die "directory $DIR does not exist"
+[ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
+export F TGT DIR BASE EXISTED CKSUM
+BODY=__BODY__
+LOCK="$DIR/.bsdcrypt.lock"
+if command -v lockf >/dev/null 2>&1; then
+  exec lockf -t 30 "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write
+elif command -v flock >/dev/null 2>&1; then
+  exec flock -w 30 "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write
+else
+  i=0
+  until mkdir "$LOCK.d" 2>/dev/null; do
+    i=$((i + 1)); [ "$i" -lt 30 ] || die "another bsdcrypt holds $LOCK.d (remove it if none is running)"
+    sleep 1
+  done
+  ( /bin/sh -c "$BODY" bsdcrypt-write ); rc=$?
+  rmdir "$LOCK.d"; exit $rc
+fi
+"""
+
+
+def write_script(edit: FileEdit, *, crash_before_rename: bool = False) -> str:
+    """The sh snippet that replaces `edit.path` with the bytes on its stdin (see docs/enable.md)."""
+    body = _BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":")
+    return (
+        _WRAPPER.replace("__F__", _q(edit.path))
+        .replace("__EXISTED__", "1" if edit.existed else "0")
+        .replace("__CKSUM__", _q(posix_cksum(edit.before)))
+        .replace("__BODY__", _q(body))
+    )
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    path: str
+    backup: str | None
+
+
+def safe_write(host: Host, edit: FileEdit, *, crash_before_rename: bool = False) -> WriteResult:
+    """Write one FileEdit on the host, then re-read and re-parse it. Raises ActError (one line)."""
+    res = host.run(write_script(edit, crash_before_rename=crash_before_rename), input=edit.after, timeout=120)
+    if res.rc != 0 or not res.stdout.startswith(_OK.encode()):
+        lines = [ln for ln in res.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+        msg = next((ln for ln in reversed(lines) if ln.startswith("bsdcrypt-write: ")), None)
+        if msg:
+            raise ActError(msg.removeprefix("bsdcrypt-write: "))
+        detail = lines[-1] if lines else f"exit status {res.rc}"
+        raise ActError(f"writing {edit.path} failed: {detail}")
+    head, _, content = res.stdout.partition(b"\n")
+    backup = head.decode("utf-8", "replace")[len(_OK) + 1 :].strip()
+    if content != edit.after:
+        raise ActError(f"{edit.path} does not read back as written; the backup is {backup}")
+    return WriteResult(edit.path, None if backup in ("", "-") else backup)
+
+
+# ---- kldload and verification ----------------------------------------------------------------------
+
+
+def kldload(host: Host, driver: str) -> str:
+    """Load the driver; returns a one-line outcome, raises ActError with plain advice."""
+    res = host.run(f"LC_ALL=C kldload {_q(driver)}", timeout=60)
+    err = (res.stderr + res.stdout).decode("utf-8", "replace").strip()
+    if res.rc == 0:
+        return f"kldload {driver}: loaded"
+    if KLD_EEXIST in err:
+        return f"kldload {driver}: {KLD_EEXIST} (nothing to load)"
+    if KLD_ENOEXEC in err:
+        raise ActError(
+            f"kldload {driver}: the kernel refused {driver}.ko (ENOEXEC): it does not match the running "
+            "kernel (kernel and /boot/kernel from different builds?); see `dmesg | tail`"
+        )
+    if "Operation not permitted" in err:
+        raise ActError(
+            f"kldload {driver}: not permitted: run as root; with kern.securelevel > 0 modules can "
+            "only be loaded at boot (use --persist and reboot)"
+        )
+    if "No such file or directory" in err:
+        raise ActError(f"kldload {driver}: {driver}.ko not found in the module path (kern.module_path)")
+    if "not found" in err and "kldload" not in err:
+        raise ActError("kldload is not available on this host (not FreeBSD?)")
+    raise ActError(err.splitlines()[-1] if err else f"kldload {driver} failed with exit status {res.rc}")
+
+
+def verify(host: Host, driver: str) -> str:
+    res = host.run(f"LC_ALL=C sysctl -n {_q(f'dev.{driver}.0.%desc')}", timeout=30)
+    desc = res.stdout.decode("utf-8", "replace").strip()
+    if res.rc != 0 or not desc:
+        raise ActError(
+            f"no {driver}0 device attached (sysctl dev.{driver}.0.%desc failed): the CPU does not advertise "
+            f"AES to the kernel; `dmesg | grep {driver}` shows why"
+        )
+    if "AES" not in desc:
+        raise ActError(
+            f"{driver}0 attached for {desc} only: no AES acceleration (AES-NI disabled in firmware?)"
+        )
+    return f"{driver}0 attached: {desc}"
+
+
+# ---- performing a plan -----------------------------------------------------------------------------
+
+
+@dataclass
+class ActResult:
+    lines: list[str] = field(default_factory=list)
+    writes: list[WriteResult] = field(default_factory=list)
+
+
+def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: None) -> ActResult:
+    """Run the plan's actions in order on `host`; stop at the first failure (ActError)."""
+    if plan.refusal is not None:
+        raise ActError(f"{plan.refusal.reason} ({plan.refusal.advice})")
+    out = ActResult()
+
+    def say(line: str) -> None:
+        out.lines.append(line)
+        echo(line)
+
+    for action in plan.actions:
+        if isinstance(action, RunCommand):
+            if action.check == "kldload":
+                say(kldload(host, action.argv[1]))
+            elif action.check == "verify":
+                say(verify(host, action.argv[-1].split(".")[1]))
+            else:
+                res = host.run(" ".join(_q(a) for a in action.argv), timeout=120)
+                if res.rc != 0:
+                    raise ActError(
+                        f"{' '.join(action.argv)} failed: {res.stderr.decode('utf-8', 'replace').strip()}"
+                    )
+                say(f"ran {' '.join(action.argv)}")
+        elif isinstance(action, WriteFile):
+            result = safe_write(host, action.edit)
+            out.writes.append(result)
+            backup = f" (backup: {result.backup})" if result.backup else " (new file)"
+            say(f"wrote {result.path}{backup}")
+        elif isinstance(action, Note | Refuse):
+            continue
+    return out

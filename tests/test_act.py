@@ -1,0 +1,235 @@
+"""The act seam: the safe write for real on a temp dir (LocalHost + --root), kldload on a fake Host."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from bsdcrypt.act import ActError, kldload, perform, posix_cksum, read_loader_files, safe_write, verify
+from bsdcrypt.host import LocalHost, RunResult
+from bsdcrypt.loaderconf import FileEdit, effective, is_yes, restore, set_yes
+from bsdcrypt.plan import PlanInput, plan_disable, plan_enable
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "boot" / "loader.conf.d").mkdir(parents=True)
+    return tmp_path
+
+
+def write(p: Path, data: bytes, mode: int = 0o644) -> None:
+    p.write_bytes(data)
+    p.chmod(mode)
+
+
+def backups(d: Path) -> list[Path]:
+    return sorted(d.glob("*.bsdcrypt-*"))
+
+
+@pytest.mark.parametrize("data", [b"", b"hi\n", bytes(range(256)) * 3])
+def test_posix_cksum_matches_cksum(data: bytes) -> None:
+    if shutil.which("cksum") is None:
+        pytest.skip("no cksum")
+    out = subprocess.run(["cksum"], input=data, capture_output=True, check=True).stdout.decode().strip()
+    assert out == posix_cksum(data)
+
+
+def test_enable_then_disable_on_disk(root: Path) -> None:
+    conf = root / "boot" / "loader.conf"
+    original = b'zfs_load="YES"\r\naesni_load="NO"\r\n'
+    write(conf, original, 0o640)
+    write(root / "boot" / "loader.conf.d" / "a.conf", b"x=1\n")
+    host = LocalHost()
+    files = read_loader_files(host, str(root))
+    assert [p for p, _ in files] == [str(conf), str(root / "boot/loader.conf.d/a.conf")]
+
+    for edit in set_yes(files, root=str(root)):
+        result = safe_write(host, edit)
+        assert result.backup is not None and Path(result.backup).read_bytes() == original  # backup = original
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o640  # mode kept
+    after = read_loader_files(host, str(root))
+    assert is_yes(effective(after, "aesni_load"))
+    assert set_yes(after, root=str(root)) == []  # second run: nothing to do
+
+    for edit in restore(after):
+        safe_write(host, edit)
+    assert conf.read_bytes() == original
+    assert len(backups(conf.parent)) == 2
+    assert not list(conf.parent.glob(".loader.conf.bsdcrypt.*"))  # no temp files left
+
+
+def test_creates_missing_loader_conf(root: Path) -> None:
+    host = LocalHost()
+    (edit,) = set_yes(read_loader_files(host, str(root)), root=str(root))
+    assert not edit.existed
+    result = safe_write(host, edit)
+    conf = root / "boot" / "loader.conf"
+    assert result.backup is None and conf.read_bytes() == edit.after
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o644
+
+
+def test_follows_symlinked_loader_conf(root: Path) -> None:
+    real = root / "etc-loader.conf"
+    write(real, b"a=1\n")
+    (root / "boot" / "loader.conf").symlink_to(real)
+    host = LocalHost()
+    (edit,) = set_yes(read_loader_files(host, str(root)), root=str(root))
+    safe_write(host, edit)
+    assert (root / "boot" / "loader.conf").is_symlink()
+    assert real.read_bytes() == b'a=1\naesni_load="YES" # bsdcrypt enable: added\n'
+    assert backups(root) and backups(root)[0].read_bytes() == b"a=1\n"
+
+
+def test_crash_between_write_and_rename_leaves_original(root: Path) -> None:
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    host = LocalHost()
+    (edit,) = set_yes(read_loader_files(host, str(root)), root=str(root))
+    with pytest.raises(ActError):
+        safe_write(host, edit, crash_before_rename=True)
+    assert conf.read_bytes() == b"a=1\n"
+    # The killed run left its temporary file (not read by the loader) and a complete backup.
+    assert [b.read_bytes() for b in backups(conf.parent)] == [b"a=1\n"]
+    # A later run still works.
+    safe_write(host, edit)
+    assert conf.read_bytes() == edit.after
+
+
+def test_changed_since_read_changes_nothing(root: Path) -> None:
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    (edit,) = set_yes(read_loader_files(LocalHost(), str(root)), root=str(root))
+    write(conf, b"a=2\n")
+    with pytest.raises(ActError, match="changed since bsdcrypt read it"):
+        safe_write(LocalHost(), edit)
+    assert conf.read_bytes() == b"a=2\n" and not backups(conf.parent)
+
+
+def test_missing_directory_is_one_line(tmp_path: Path) -> None:
+    edit = FileEdit(str(tmp_path / "nope" / "boot" / "loader.conf"), b"", b"x=1\n", existed=False)
+    with pytest.raises(ActError) as exc:
+        safe_write(LocalHost(), edit)
+    assert "does not exist" in str(exc.value) and "\n" not in str(exc.value)
+
+
+class NobodyHost(LocalHost):
+    """Runs commands as an unprivileged user, to get real permission errors when tests run as root."""
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        if os.geteuid() != 0:
+            return super().run(command, input=input, timeout=timeout)
+        wrapped = "exec setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sh -c " + _sq(command)
+        return super().run(wrapped, input=input, timeout=timeout)
+
+
+def _sq(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs setpriv when root")
+def test_permission_error_is_clear_and_changes_nothing() -> None:
+    root = Path(tempfile.mkdtemp(prefix="bsdcrypt-perm-"))  # pytest's tmp dirs are not traversable by nobody
+    (root / "boot" / "loader.conf.d").mkdir(parents=True)
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    os.chmod(root, 0o755)
+    os.chmod(root / "boot", 0o755)  # not writable for nobody
+    (edit,) = set_yes(read_loader_files(LocalHost(), str(root)), root=str(root))
+    with pytest.raises(ActError) as exc:
+        safe_write(NobodyHost(), edit)
+    msg = str(exc.value)
+    assert "permission denied" in msg and "\n" not in msg
+    assert conf.read_bytes() == b"a=1\n" and not backups(conf.parent)
+    assert sorted(p.name for p in conf.parent.iterdir()) == ["loader.conf", "loader.conf.d"]
+    shutil.rmtree(root)
+
+
+# ---- kldload and verify on a fake host -----------------------------------------------------------
+
+
+class FakeHost:
+    name = "fake"
+    spec = "fake"
+
+    def __init__(self, answers: dict[str, RunResult]) -> None:
+        self.answers = answers
+        self.commands: list[str] = []
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        self.commands.append(command)
+        for key, res in self.answers.items():
+            if key in command:
+                return res
+        return RunResult(127, b"", b"sh: not found\n")
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("rc", "stderr", "ok", "text"),
+    [
+        (0, b"", True, "loaded"),
+        (1, b"kldload: can't load aesni: module already loaded or in kernel\n", True, "nothing to load"),
+        (
+            1,
+            b"kldload: an error occurred while loading module aesni. "
+            b"Please check dmesg(8) for more details.\n",
+            False,
+            "ENOEXEC",
+        ),
+        (1, b"kldload: can't load aesni: Operation not permitted\n", False, "securelevel"),
+        (1, b"kldload: can't load aesni: No such file or directory\n", False, "not found"),
+    ],
+)
+def test_kldload_translation(rc: int, stderr: bytes, ok: bool, text: str) -> None:
+    host = FakeHost({"kldload": RunResult(rc, b"", stderr)})
+    if ok:
+        assert text in kldload(host, "aesni")
+    else:
+        with pytest.raises(ActError, match=text):
+            kldload(host, "aesni")
+    assert host.commands == ["LC_ALL=C kldload 'aesni'"]
+
+
+def test_verify() -> None:
+    good = FakeHost({"sysctl": RunResult(0, b"AES-CBC,AES-CCM,AES-GCM,AES-ICM,AES-XTS\n")})
+    assert "AES-XTS" in verify(good, "aesni")
+    with pytest.raises(ActError, match="no aesni0 device"):
+        verify(FakeHost({"sysctl": RunResult(1, b"", b"sysctl: unknown oid 'dev.aesni.0.%desc'\n")}), "aesni")
+    with pytest.raises(ActError, match="SHA1,SHA256 only"):
+        verify(FakeHost({"sysctl": RunResult(0, b"SHA1,SHA256\n")}), "aesni")
+
+
+def test_perform_runs_plan_in_order_on_fake_host() -> None:
+    inp = PlanInput(driver="aesni", state="not-loaded", cpu_aes=True, is_root=True, persisted=False)
+    plan = plan_enable(inp, [], persist=False)
+    host = FakeHost({"kldload": RunResult(0, b""), "sysctl": RunResult(0, b"AES-CBC,AES-XTS\n")})
+    result = perform(host, plan)
+    assert host.commands == ["LC_ALL=C kldload 'aesni'", "LC_ALL=C sysctl -n 'dev.aesni.0.%desc'"]
+    assert result.lines[-1] == "aesni0 attached: AES-CBC,AES-XTS"
+
+
+def test_perform_refuses_a_refused_plan() -> None:
+    inp = PlanInput(driver="aesni", state="not-loaded", cpu_aes=False)
+    host = FakeHost({})
+    with pytest.raises(ActError, match="no AES instructions"):
+        perform(host, plan_enable(inp))
+    assert host.commands == []
+
+
+def test_perform_disable_on_disk(root: Path) -> None:
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1")
+    host = LocalHost()
+    inp = PlanInput(driver="aesni", state="loaded", attached=True, accelerates_aes=True, is_root=True)
+    perform(host, plan_enable(inp, read_loader_files(host, str(root)), persist=True, root=str(root)))
+    assert b"aesni_load" in conf.read_bytes()
+    perform(host, plan_disable(read_loader_files(host, str(root))))
+    assert conf.read_bytes() == b"a=1"
