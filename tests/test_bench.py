@@ -1,0 +1,564 @@
+"""bsdcrypt bench against a scripted FreeBSD host: sequence, fault injection, cleanup."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from bsdcrypt import bench
+from bsdcrypt.bench import (
+    LABEL,
+    BenchError,
+    BenchInterrupted,
+    BenchParams,
+    HostFacts,
+    compare,
+    measure,
+)
+from bsdcrypt.host import RunResult
+
+FIO_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fio"
+
+
+def _fixture_body(name: str) -> str:
+    text = (FIO_FIXTURES / name).read_text(encoding="utf-8")
+    return text.split("# ---\n", 1)[1]
+
+
+# The fio JSON our jobs produce (real fio-3.33 captures of the same job shapes).
+FIO_JSON = {
+    "write": _fixture_body("fio-3.33-debian-posixaio-group-reporting.txt"),
+    "read": _fixture_body("fio-3.33-debian-posixaio-read-group-reporting.txt"),
+}
+
+SYSCTL_OUT = """kern.hostname: bench1.example.org
+kern.osrelease: 14.1-RELEASE-p5
+hw.machine_arch: amd64
+hw.model: Intel(R) Xeon(R) CPU E5-2630 v4 @ 2.20GHz
+hw.ncpu: 20
+hw.physmem: 68623294464
+hw.pagesize: 4096
+vm.stats.vm.v_free_count: 4000000
+vm.stats.vm.v_inactive_count: 500000
+kern.boottime: { sec = 1732000000, usec = 415202 } Tue Nov 19 07:06:40 2024
+"""
+
+SWAPINFO_OUT = """Device          1K-blocks     Used    Avail Capacity
+/dev/ada0p3       4194304        0  4194304     0%
+"""
+
+GELI_LIST = """Geom name: {eli}
+State: ACTIVE
+EncryptionAlgorithm: AES-XTS
+KeyLength: {keylen}
+Crypto: {crypto}
+Version: 7
+Flags: ONETIME, W-DETACH, W-OPEN, AUTORESIZE
+KeysAllocated: 1
+KeysTotal: 1
+Providers:
+1. Name: {eli}
+   Mediasize: 1073741824 (1.0G)
+   Sectorsize: 4096
+   Mode: r0w0e0
+Consumers:
+1. Name: {md}
+   Mediasize: 1073741824 (1.0G)
+   Sectorsize: 512
+   Mode: r1w1e1
+
+"""
+
+# Failure outputs of each command, from the FreeBSD sources (mdconfig.c err()/errx(),
+# g_eli_ctl.c gctl_error() as printed by geom(8), fio's open error line).
+FAILURES: dict[str, tuple[int, str]] = {
+    "id": (127, "sh: id: not found\n"),
+    "fio-version": (127, "sh: fio: not found\n"),
+    "geli-check": (1, ""),
+    "sysctl": (1, "sysctl: unknown oid 'vm.stats.vm.v_inactive_count'\n"),
+    "swapinfo": (1, "swapinfo: kvm_getswapinfo failed\n"),
+    "mdconfig-list": (1, "mdconfig: open(/dev/mdctl): Permission denied\n"),
+    "mdconfig-attach": (1, "mdconfig: ioctl(/dev/mdctl): Cannot allocate memory\n"),
+    "mdconfig-detach": (1, "mdconfig: ioctl(/dev/mdctl): Device busy\n"),
+    "geli-onetime": (1, "geli: Invalid sector size.\n"),
+    "geli-list": (1, "geli: No such geom: md0.eli.\n"),
+    "geli-detach": (1, "geli: Cannot destroy device md0.eli (error=16).\n"),
+    "fio": (
+        1,
+        "fio: pid=4242, err=1/file:filesetup.c:805, func=open(/dev/md0.eli), error=Operation not permitted\n",
+    ),
+    "state-read": (1, "cat: /var/run/bsdcrypt-bench.units: No such file or directory\n"),
+    "state-write": (2, "sh: cannot create /var/run/bsdcrypt-bench.units: Read-only file system\n"),
+    "test": (1, ""),
+}
+
+
+@dataclass
+class Md:
+    type: str
+    size: str
+    label: str | None
+
+
+@dataclass
+class ScriptedHost:
+    """A FreeBSD host in miniature: answers bench's commands like FreeBSD would and keeps
+    md(4)/GELI state, so a test can see exactly what was created and destroyed."""
+
+    uid: int = 0
+    has_fio: bool = True
+    crypto: str = "accelerated software"
+    label_support: bool = True
+    preexisting: dict[str, Md] = field(default_factory=lambda: {"md0": Md("malloc", "64m", None)})
+    fail_at: int | None = None  # make command number N (0-based) fail
+    interrupt_at: int | None = None  # raise KeyboardInterrupt at command number N
+    interrupt_after: bool = False  # ... after the command took effect instead of before
+    fio_holds_open: bool = False  # an interrupted fio keeps the device open (needs -f / force)
+    stuck: set[str] = field(default_factory=set)  # devices that refuse to go away, even forced
+    name: str = "scripted"
+    spec: str = "scripted"
+
+    commands: list[str] = field(default_factory=list)
+    md: dict[str, Md] = field(default_factory=dict)
+    eli: set[str] = field(default_factory=set)
+    open_devs: set[str] = field(default_factory=set)
+    created: list[str] = field(default_factory=list)
+    destroyed: list[str] = field(default_factory=list)
+    state_file: str | None = None
+
+    def __post_init__(self) -> None:
+        self.md = dict(self.preexisting)
+
+    # the devices bench created and did not destroy
+    def leaked(self) -> list[str]:
+        return sorted(set(self.md) - set(self.preexisting)) + sorted(self.eli)
+
+    def close(self) -> None:
+        return None
+
+    @staticmethod
+    def kind(command: str) -> str:
+        c = command.removeprefix("exec ")
+        if c.startswith("OPENSSL_ia32cap=") or c.startswith("openssl "):
+            return "openssl"
+        for prefix, kind in (
+            ("id -u", "id"),
+            ("fio --version", "fio-version"),
+            ("fio ", "fio"),
+            ("command -v geli", "geli-check"),
+            ("sysctl", "sysctl"),
+            ("swapinfo", "swapinfo"),
+            ("mdconfig -l", "mdconfig-list"),
+            ("mdconfig -a", "mdconfig-attach"),
+            ("mdconfig -d", "mdconfig-detach"),
+            ("geli onetime", "geli-onetime"),
+            ("geli list", "geli-list"),
+            ("geli detach", "geli-detach"),
+            ("cat /var/run/bsdcrypt-bench.units", "state-read"),
+            ("umask 022; printf", "state-write"),
+            ("rm -f /var/run/bsdcrypt-bench.units", "state-write"),
+            ("test -c", "test"),
+        ):
+            if c.startswith(prefix):
+                return kind
+        raise AssertionError(f"ScriptedHost: unexpected command {command!r}")
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        n = len(self.commands)
+        self.commands.append(command)
+        kind = self.kind(command)
+        if self.interrupt_at == n and not self.interrupt_after:
+            if kind == "fio" and self.fio_holds_open:
+                self.open_devs.add(shlex.split(command)[3].split("=", 1)[1].removeprefix("/dev/"))
+            raise KeyboardInterrupt
+        if self.fail_at == n:
+            rc, err = FAILURES[kind]
+            return RunResult(rc, b"", err.encode())
+        result = self._execute(kind, command)
+        if self.interrupt_at == n and self.interrupt_after:
+            raise KeyboardInterrupt
+        return result
+
+    def _ok(self, out: str = "") -> RunResult:
+        return RunResult(0, out.encode(), b"")
+
+    def _err(self, rc: int, err: str) -> RunResult:
+        return RunResult(rc, b"", err.encode())
+
+    def _execute(self, kind: str, command: str) -> RunResult:
+        argv = shlex.split(command.removeprefix("exec "))
+        if kind == "id":
+            return self._ok(f"{self.uid}\n")
+        if kind == "fio-version":
+            return self._ok("fio-3.36\n") if self.has_fio else self._err(127, "sh: fio: not found\n")
+        if kind == "geli-check":
+            return self._ok("/sbin/geli\n")
+        if kind == "sysctl":
+            return self._ok(SYSCTL_OUT)
+        if kind == "swapinfo":
+            return self._ok(SWAPINFO_OUT)
+        if kind == "mdconfig-list":
+            lines = []
+            for unit in sorted(self.md, key=lambda u: int(u[2:])):
+                m = self.md[unit]
+                if self.label_support:
+                    lines.append(f"{unit}\t{m.type}\t{m.size:>6}\t-\t{m.label or '-'}\tcompress\n")
+                else:
+                    lines.append(f"{unit}\t{m.type}\t{m.size:>6}\n")
+            return self._ok("".join(lines))
+        if kind == "mdconfig-attach":
+            if "-L" in argv and not self.label_support:
+                return self._err(1, "mdconfig: illegal option -- L\nusage: mdconfig -a -t type [-n] ...\n")
+            unit = next(f"md{i}" for i in range(100) if f"md{i}" not in self.md)
+            label = argv[argv.index("-L") + 1] if "-L" in argv else None
+            self.md[unit] = Md(argv[argv.index("-t") + 1], argv[argv.index("-s") + 1], label)
+            self.created.append(unit)
+            return self._ok(f"{unit}\n")
+        if kind == "mdconfig-detach":
+            unit = "md" + argv[argv.index("-u") + 1]
+            if unit not in self.md:
+                return self._err(1, "mdconfig: ioctl(/dev/mdctl): No such file or directory\n")
+            force = "force" in argv
+            if unit in self.stuck or (not force and (f"{unit}.eli" in self.eli or unit in self.open_devs)):
+                return self._err(1, "mdconfig: ioctl(/dev/mdctl): Device busy\n")
+            del self.md[unit]
+            self.eli.discard(f"{unit}.eli")  # a forced md destroy takes the GELI layer with it
+            self.destroyed.append(unit)
+            return self._ok()
+        if kind == "geli-onetime":
+            md = argv[-1]
+            if md not in self.md or f"{md}.eli" in self.eli:
+                return self._err(1, f"geli: Provider {md} is invalid.\n")
+            self.eli.add(f"{md}.eli")
+            self.created.append(f"{md}.eli")
+            return self._ok()  # geli onetime prints nothing on success
+        if kind == "geli-list":
+            eli = argv[-1]
+            if eli not in self.eli:
+                return self._err(1, f"geli: No such geom: {eli}.\n")
+            keylen = argv[argv.index("-l") + 1] if "-l" in argv else "128"
+            return self._ok(GELI_LIST.format(eli=eli, md=eli[:-4], keylen=keylen, crypto=self.crypto))
+        if kind == "geli-detach":
+            eli = argv[-1]
+            if eli not in self.eli:
+                return self._err(1, f"geli: No such device: {eli}.\n")
+            if eli in self.stuck or (eli in self.open_devs and "-f" not in argv):
+                return self._err(1, f"geli: Cannot destroy device {eli} (error=16).\n")
+            self.eli.discard(eli)
+            self.open_devs.discard(eli)
+            self.destroyed.append(eli)
+            return self._ok()
+        if kind == "fio":
+            target = (
+                next(a for a in argv if a.startswith("--filename=")).split("=", 1)[1].removeprefix("/dev/")
+            )
+            if target not in self.md and target not in self.eli:
+                return self._err(
+                    1,
+                    f"fio: pid=4242, err=2/file:filesetup.c:805, func=open({target}), "
+                    "error=No such file or directory\n",
+                )
+            return self._ok(FIO_JSON[next(a for a in argv if a.startswith("--rw=")).split("=", 1)[1]])
+        if kind == "state-read":
+            if self.state_file is None:
+                return self._err(1, "cat: /var/run/bsdcrypt-bench.units: No such file or directory\n")
+            return self._ok(self.state_file)
+        if kind == "state-write":
+            if argv[0] == "rm" or "rm -f" in command:
+                self.state_file = None
+            else:
+                body = shlex.split(command.split("printf ", 1)[1].split(" > ")[0])[0]
+                self.state_file = body.replace("\\n", "\n")
+            return self._ok()
+        if kind == "test":
+            dev = argv[-1].removeprefix("/dev/")
+            return self._ok() if dev in self.eli or dev in self.md else self._err(1, "")
+        raise AssertionError(kind)
+
+
+PARAMS = BenchParams(size_mib=1024, runtime_s=10, repeat=1)
+
+
+@pytest.fixture(autouse=True)
+def _no_retry_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "RETRY_DELAY_S", 0.0)
+
+
+def test_happy_path_sequence_and_numbers() -> None:
+    host = ScriptedHost()
+    result = measure(host, PARAMS)
+    cmds = host.commands
+    assert cmds[0] == "id -u"
+    assert cmds[1] == "fio --version"
+    assert f"mdconfig -a -t swap -s 1024m -L {LABEL}" in cmds
+    assert "geli onetime -e AES-XTS -l 128 -s 4096 md1" in cmds  # md0 existed before: never touched
+    assert "geli list md1.eli" in cmds
+    fio_cmds = [c for c in cmds if c.startswith("exec fio ")]
+    assert len(fio_cmds) == 4  # write+read on md1.eli, write+read on the bare md (ceiling)
+    first = shlex.split(fio_cmds[0].removeprefix("exec "))
+    assert "--filename=/dev/md1.eli" in first and "--rw=write" in first and "--end_fsync=1" in first
+    assert "--ioengine=posixaio" in first and "--numjobs=20" in first and "--iodepth=16" in first
+    assert "--time_based" in first and "--runtime=10" in first and "--output-format=json" in first
+    assert "--group_reporting" in first
+    assert "geli detach md1.eli" in cmds and "mdconfig -d -u 1" in cmds
+    assert not any(" md0" in c or "-u 0" in c or "/dev/md0" in c for c in cmds)
+    assert host.leaked() == []
+    assert host.state_file is None
+    assert result.crypto == "accelerated software" and result.accelerated is True
+    assert result.geli_algorithm == "AES-XTS" and result.geli_keylength == 128
+    assert result.fio_version == "fio-3.36"
+    assert result.host.release == "14.1-RELEASE-p5" and result.host.ncpu == 20
+    assert result.numjobs == 20
+    g = result.get("geli", "write")
+    assert g is not None and g.single and g.spread_pct is None
+    assert g.median_bw == pytest.approx(4108894963)
+    assert result.ceiling_fraction("write") == pytest.approx(1.0)
+    assert any("single run" in w for w in result.warnings)
+    assert result.cleanup.ok
+
+
+def test_repeat_gives_median_and_spread() -> None:
+    host = ScriptedHost()
+    result = measure(host, BenchParams(repeat=3, ceiling=False, directions=("write",)))
+    m = result.get("geli", "write")
+    assert m is not None and len(m.samples) == 3 and m.spread_pct == pytest.approx(0.0)
+    assert result.get("md", "write") is None
+    assert not any("single run" in w for w in result.warnings)
+    assert host.leaked() == []
+
+
+def test_record_is_json_serialisable() -> None:
+    import json
+
+    result = measure(ScriptedHost(), PARAMS, facts=HostFacts(driver="aesni", driver_state="builtin"))
+    rec = json.loads(json.dumps(result.to_record()))
+    assert rec["kind"] == "bsdcrypt-bench"
+    assert rec["host"]["driver_state"] == "builtin" and rec["host"]["release"] == "14.1-RELEASE-p5"
+    assert rec["crypto_mode"] == "accelerated software"
+    assert rec["fio_version"] == "fio-3.36"
+    assert rec["parameters"]["numjobs"] == 20 and rec["parameters"]["keylen"] == 128
+    assert {r["target"] for r in rec["results"]} == {"geli", "md"}
+
+
+def _happy_commands() -> list[str]:
+    host = ScriptedHost()
+    measure(host, PARAMS)
+    return host.commands
+
+
+HAPPY = _happy_commands()
+
+# which step a failing command must be reported as (mdconfig -l runs in two steps)
+STEP_OF_KIND = {
+    "id": {bench.ST_ROOT},
+    "fio-version": {bench.ST_FIO},
+    "geli-check": {bench.ST_GELI},
+    "mdconfig-list": {bench.ST_LEFTOVERS, bench.ST_MDLIST},
+    "mdconfig-attach": {bench.ST_CREATE},
+    "mdconfig-detach": {bench.ST_DESTROY},
+    "geli-onetime": {bench.ST_ONETIME},
+    "geli-list": {bench.ST_GELI_LIST},
+    "geli-detach": {bench.ST_DETACH},
+}
+TOLERATED = {"sysctl", "swapinfo", "state-read", "state-write", "test"}
+
+
+@pytest.mark.parametrize("index", range(len(HAPPY)), ids=[f"{i}:{c[:40]}" for i, c in enumerate(HAPPY)])
+def test_each_step_failing_cleans_up_and_names_the_step(index: int) -> None:
+    host = ScriptedHost(fail_at=index)
+    kind = host.kind(HAPPY[index])
+    try:
+        result = measure(host, PARAMS)
+    except BenchError as exc:
+        msg = str(exc)
+        if kind == "fio":
+            assert exc.step.startswith("fio ") and exc.step in msg
+        elif kind == "sysctl":  # no numbers for the memory check: still runs, so this is another step
+            pytest.fail(f"a sysctl failure must not abort the bench: {msg}")
+        else:
+            assert exc.step in STEP_OF_KIND[kind], (kind, exc.step)
+        assert f"bench step '{exc.step}' failed" in msg
+        assert exc.cleanup is not None and exc.cleanup.ok, msg
+        assert ("cleanup removed" in msg) == bool(exc.cleanup.removed)
+    else:
+        assert kind in TOLERATED or index == len(HAPPY) - 1, f"{kind} failure was ignored"
+        assert result.cleanup.ok
+    assert host.leaked() == [], host.commands[index:]
+    assert host.md.keys() >= {"md0"}  # the md that existed before is never touched
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+@pytest.mark.parametrize("index", range(len(HAPPY)), ids=[f"{i}:{c[:40]}" for i, c in enumerate(HAPPY)])
+def test_interrupt_at_each_step_cleans_up(index: int, after: bool) -> None:
+    host = ScriptedHost(interrupt_at=index, interrupt_after=after)
+    with pytest.raises(BenchInterrupted) as info:
+        measure(host, PARAMS)
+    exc = info.value
+    assert exc.step is not None and f"during step '{exc.step}'" in str(exc)
+    assert exc.cleanup is not None and exc.cleanup.ok, str(exc)
+    assert host.leaked() == [], host.commands[index:]
+    assert "md0" in host.md
+
+
+def test_sigterm_is_turned_into_an_interrupt_and_cleans_up() -> None:
+    import os
+    import signal
+
+    class TermHost(ScriptedHost):
+        def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+            result = super().run(command, input=input, timeout=timeout)
+            if command.startswith("exec fio ") and "--rw=write" in command and ".eli" in command:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return result
+
+    host = TermHost()
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(BenchInterrupted) as info:
+        measure(host, PARAMS)
+    assert "SIGTERM" in str(info.value)
+    assert host.leaked() == []
+    assert signal.getsignal(signal.SIGTERM) == before  # handler restored
+
+
+def test_interrupted_fio_holding_the_device_is_forced_away() -> None:
+    idx = next(i for i, c in enumerate(HAPPY) if c.startswith("exec fio ") and ".eli" in c)
+    host = ScriptedHost(interrupt_at=idx, fio_holds_open=True)
+    with pytest.raises(BenchInterrupted) as info:
+        measure(host, PARAMS)
+    assert "geli detach -f md1.eli" in host.commands
+    assert info.value.cleanup is not None and info.value.cleanup.ok
+    assert host.leaked() == []
+
+
+def test_what_cannot_be_removed_is_reported() -> None:
+    idx = next(i for i, c in enumerate(HAPPY) if c.startswith("exec fio ") and ".eli" in c)
+    host = ScriptedHost(fail_at=idx, stuck={"md1.eli", "md1"})
+    with pytest.raises(BenchError) as info:
+        measure(host, PARAMS)
+    msg = str(info.value)
+    assert "cleanup could NOT remove: md1.eli" in msg and "md1 (" in msg
+    assert "bsdcrypt bench --cleanup" in msg
+    assert info.value.cleanup is not None and not info.value.cleanup.ok
+
+
+def test_eli_that_resists_detach_goes_with_its_forced_md() -> None:
+    idx = next(i for i, c in enumerate(HAPPY) if c.startswith("exec fio ") and ".eli" in c)
+    host = ScriptedHost(fail_at=idx, stuck={"md1.eli"})
+    with pytest.raises(BenchError) as info:
+        measure(host, PARAMS)
+    assert "mdconfig -d -u 1 -o force" in host.commands
+    assert info.value.cleanup is not None and info.value.cleanup.ok
+    assert sorted(info.value.cleanup.removed) == ["md1", "md1.eli"]
+    assert host.leaked() == []
+
+
+def test_leftovers_are_detected_and_cleanup_removes_only_ours() -> None:
+    # a crashed run left md1 (labelled) with md1.eli on it; md0 and md2 are someone else's
+    host = ScriptedHost(preexisting={"md0": Md("malloc", "64m", None), "md2": Md("swap", "512m", "scratch")})
+    host.md["md1"] = Md("swap", "1024m", LABEL)
+    host.eli.add("md1.eli")
+    with pytest.raises(BenchError) as info:
+        measure(host, PARAMS)
+    assert info.value.step == bench.ST_LEFTOVERS
+    assert "md1" in str(info.value) and "--cleanup" in str(info.value)
+    assert "md1" in host.md  # not touched without --cleanup
+    report = bench.cleanup_leftovers(host)
+    assert sorted(report.removed) == ["md1", "md1.eli"] and report.ok
+    assert set(host.md) == {"md0", "md2"} and not host.eli
+
+
+def test_leftover_from_state_file_without_label_support() -> None:
+    host = ScriptedHost(label_support=False)
+    host.md["md1"] = Md("swap", "1024m", None)
+    host.state_file = "1732000000 md1\n"
+    report = bench.cleanup_leftovers(host)
+    assert report.removed == ["md1"]
+    # a state file from an earlier boot is ignored: that md1 is not ours
+    host2 = ScriptedHost(label_support=False)
+    host2.md["md1"] = Md("swap", "1024m", None)
+    host2.state_file = "1600000000 md1\n"
+    assert bench.cleanup_leftovers(host2).removed == []
+    assert "md1" in host2.md
+
+
+def test_old_mdconfig_without_label_falls_back_to_state_file() -> None:
+    host = ScriptedHost(label_support=False)
+    result = measure(host, PARAMS)
+    assert "mdconfig -a -t swap -s 1024m" in host.commands
+    assert any(c.startswith("umask 022; printf") for c in host.commands)
+    assert host.leaked() == [] and host.state_file is None and result.cleanup.ok
+
+
+def test_preflight_errors_are_clear() -> None:
+    with pytest.raises(BenchError, match="must run as root"):
+        measure(ScriptedHost(uid=1001), PARAMS)
+    with pytest.raises(BenchError, match="pkg install fio"):
+        measure(ScriptedHost(has_fio=False), PARAMS)
+    with pytest.raises(BenchError, match="smaller --size"):
+        measure(ScriptedHost(), BenchParams(size_mib=64 * 1024))
+    with pytest.raises(BenchError, match="keylen"):
+        measure(ScriptedHost(), BenchParams(keylen=192))
+
+
+def test_md_name_validation() -> None:
+    class WeirdHost(ScriptedHost):
+        def _execute(self, kind: str, command: str) -> RunResult:
+            if kind == "mdconfig-attach":
+                return self._ok("ada0\n")
+            return super()._execute(kind, command)
+
+    host = WeirdHost()
+    with pytest.raises(BenchError, match="not an md"):
+        measure(host, PARAMS)
+    assert not any("ada0" in c for c in host.commands[1:] if not c.startswith("mdconfig -a"))
+
+
+def test_compare_and_compiled_in_case() -> None:
+    before = measure(ScriptedHost(crypto="software"), PARAMS)
+    after = measure(ScriptedHost(crypto="accelerated software"), PARAMS)
+    g = before.get("geli", "write")
+    assert g is not None
+    g.samples[0] = bench.Sample(g.samples[0].bw_bytes / 5, 1.0, 10000)
+    sp = compare(before, after)
+    assert sp.ratio["write"] == pytest.approx(5.0)
+    assert "software -> accelerated software" in sp.note
+    none = compare(None, after)
+    assert none.ratio["write"] is None and "cannot be unloaded" in none.note
+    assert none.ceiling_mib_s["write"] is not None
+
+
+def test_userland_advice() -> None:
+    fast_aes = [
+        bench.CipherSpeed("aes-128-gcm", 3.7e9, 1.6e8),
+        bench.CipherSpeed("chacha20-poly1305", 2.3e9, 2.3e9),
+    ]
+    prefer, text = bench.userland_advice(fast_aes)
+    assert prefer == "AES-GCM" and "AES-NI makes" in text
+    no_aesni = [
+        bench.CipherSpeed("aes-128-gcm", 1.6e8, 1.5e8),
+        bench.CipherSpeed("chacha20-poly1305", 9.0e8, 9.0e8),
+    ]
+    prefer, text = bench.userland_advice(no_aesni)
+    assert prefer == "ChaCha20-Poly1305" and "not using AES-NI" in text
+
+
+def test_parsers_of_host_output() -> None:
+    assert bench.parse_swapinfo_avail_kib(SWAPINFO_OUT) == 4194304
+    two = (
+        SWAPINFO_OUT
+        + "/dev/ada1p3       1048576     1024  1047552     0%\n"
+        + "Total             5242880     1024  5241856     0%\n"
+    )
+    assert bench.parse_swapinfo_avail_kib(two) == 4194304 + 1047552
+    assert bench.parse_swapinfo_avail_kib("Device          1K-blocks     Used    Avail Capacity\n") == 0
+    assert bench.parse_boottime("{ sec = 1732000000, usec = 415202 } Tue Nov 19") == 1732000000
+    entries = bench.parse_mdconfig_list(
+        "md0\tmalloc\t   64M\t-\t-\tcompress\nmd1\tswap\t  1.0G\t-\tbsdcrypt-bench\t\n"
+    )
+    assert [(e.name, e.type, e.label) for e in entries] == [("md0", "malloc", None), ("md1", "swap", LABEL)]
+    old = bench.parse_mdconfig_list("md0\tswap\t  1.0G\n")
+    assert old[0].label is None and old[0].type == "swap"
+    assert [e.name for e in bench.parse_mdconfig_list("md0 md3 \n")] == ["md0", "md3"]
