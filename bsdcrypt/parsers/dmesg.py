@@ -21,7 +21,8 @@ DRIVERS = ("aesni", "armv8crypto", "ossl", "padlock")
 
 _BOOT_MARK = "---<<BOOT>>---"
 _MSGBUF = re.compile(r"^\[\d+\] ?")
-_SYSLOG = re.compile(r"^[A-Z][a-z]{2}\s+\d{1,2} \d\d:\d\d:\d\d \S* ?([^\s:\[]+)(?:\[\d+\])?: ?(.*)$")
+_SYSLOG_TIME = re.compile(r"^[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:\d\d:\d\d ")
+_SYSLOG_TAG = re.compile(r"([^\s:\[]+)(?:\[\d+\])?: ?")
 _COPYRIGHT = re.compile(r"^Copyright \(c\) .*\bProject\.?\s*$")
 _BANNER = re.compile(r"^(\w*BSD) (\d+\.\d+\S*)")
 _CPU_X86 = re.compile(r"^CPU: (.*?)\s*(?:\(\d+(?:\.\d+)?-MHz [^()]*-class CPU\))?\s*$")
@@ -39,13 +40,27 @@ def _kernel_lines(text: str) -> list[str]:
     out: list[str] = []
     for raw in clean_text(text).splitlines():
         line = _MSGBUF.sub("", raw, count=1)
-        m = _SYSLOG.match(line)
-        if m:
-            if m.group(1) != "kernel":
+        tagged = _syslog(line)
+        if tagged is not None:
+            tag, line = tagged
+            if tag != "kernel":
                 continue
-            line = m.group(2)
         out.append(line.rstrip())
     return out
+
+
+def _syslog(line: str) -> tuple[str, str] | None:
+    """(program, message) of a syslogd line `Mon DD HH:MM:SS host prog[pid]: msg`, else None."""
+    m = _SYSLOG_TIME.match(line)
+    if not m:
+        return None
+    rest = line[m.end():]
+    host_and_msg = rest[1:] if rest.startswith(" ") else rest.split(" ", 1)[-1]  # host may be empty
+    for cand in (host_and_msg, rest):
+        t = _SYSLOG_TAG.match(cand)
+        if t:
+            return t.group(1), cand[t.end():]
+    return None
 
 
 def _boot_starts(lines: list[str]) -> list[int]:

@@ -16,11 +16,14 @@ from bsdcrypt.parsers import clean_text
 _OID = re.compile(r"^[A-Za-z_][\w%\-]*(?:\.[\w%\-+@#()/ ]*[\w%\-+@#()/]|\.)+$")
 
 
+_MAX_NAME = 256  # longer left sides are not OIDs; bounds the work on hostile lines
+
+
 def _split(line: str) -> tuple[str, str] | None:
     start = 0
     while True:
         k = line.find(":", start)
-        if k < 0:
+        if k < 0 or k > _MAX_NAME:
             return None
         if k + 1 == len(line) or line[k + 1] in " \t":
             name = line[:k]
