@@ -14,6 +14,10 @@ from bsdcrypt.loaderconf import FileEdit
 from bsdcrypt.status import DriverState, Status
 
 APPLIANCES = ("pfsense", "opnsense", "truenas", "freenas")
+CHACHA_FAST = (
+    "ChaCha20-Poly1305 is the fast cipher here: prefer it where the protocol allows "
+    "(IPsec, TLS/KTLS, SSH, WireGuard)."
+)
 CHACHA_NOTE = (
     "Meanwhile ChaCha20-Poly1305 is the fast cipher here: prefer it where the protocol allows "
     "(IPsec, TLS/KTLS, SSH, WireGuard)."
@@ -169,6 +173,13 @@ def _persist_actions(files: Sequence[tuple[str, bytes]], driver: str, root: str)
     return out
 
 
+def loader_driver(p: PlanInput) -> str:
+    """The FreeBSD driver whose `<driver>_load` line to manage (also when the probe ran elsewhere, --root)."""
+    if p.driver in ("aesni", "armv8crypto"):
+        return p.driver
+    return "armv8crypto" if p.arch in ("aarch64", "arm64") else "aesni"
+
+
 def plan_enable(
     p: PlanInput,
     files: Sequence[tuple[str, bytes]] = (),
@@ -192,7 +203,7 @@ def plan_enable(
         if not persist:
             act.append(Refuse("with --root there is nothing to do without --persist", "add --persist"))
             return plan
-        act.extend(_persist_actions(files, driver or "aesni", root))
+        act.extend(_persist_actions(files, loader_driver(p), root))
         return plan
 
     if p.os_name not in ("FreeBSD", "MidnightBSD") and p.variant not in APPLIANCES + ("hardenedbsd",):
@@ -245,19 +256,28 @@ def plan_enable(
                     "anything here",
                     "ask the VM's provider for CPU passthrough / the host CPU model (KVM/QEMU: -cpu host or "
                     "libvirt host-passthrough; Proxmox: CPU type host; VMware/Hyper-V: do not mask CPU "
-                    "features). "
-                    + CHACHA_NOTE,
+                    "features). " + CHACHA_NOTE,
                 )
             )
         else:
             act.append(
                 Refuse(
                     "this CPU has no AES instructions: there is nothing to load",
-                    CHACHA_NOTE + " For fast disk encryption: newer hardware.",
+                    CHACHA_FAST + " For fast disk encryption: newer hardware.",
                 )
             )
         return plan
 
+    if p.variant in APPLIANCES and p.state == "loaded" and p.attached:
+        act.append(Note(f"{driver} is already loaded and attached."))
+        if not p.persisted:
+            act.append(
+                Note(
+                    f"to keep it after a reboot use the appliance's own setting ({p.variant} generates "
+                    f"/boot/loader.conf itself): {_appliance_advice(p.variant)}"
+                )
+            )
+        return plan
     if p.variant in APPLIANCES:
         act.append(
             Refuse(

@@ -1,0 +1,223 @@
+"""`bsdcrypt enable` and `bsdcrypt disable --persist` (docs/enable.md).
+
+gather (one probe) -> assess -> plan (pure) -> show -> confirm -> act (through host.run only).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from bsdcrypt.plan import Note, Plan, PlanInput, Refuse, RunCommand, WriteFile, loader_driver
+
+FORMATS = ("text", "json")
+EXIT_REFUSED = 2
+
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        "--host",
+        "-H",
+        help="local (default), [user@]host[:port] over SSH, or replay:FILE|NAME.",
+        envvar="BSDCRYPT_HOST",
+    ),
+]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", "-n", help="Show the diff and the commands; change nothing.")
+]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for scripts).")]
+RootOpt = Annotated[
+    str,
+    typer.Option(
+        "--root",
+        "-R",
+        help="Edit the loader configuration of a system mounted at DIR (like sysrc -R); "
+        "the running kernel is not touched.",
+    ),
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
+
+
+def plan_to_dict(plan: Plan) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for a in plan.actions:
+        if isinstance(a, RunCommand):
+            out.append({"action": "run", "argv": list(a.argv), "why": a.why})
+        elif isinstance(a, WriteFile):
+            out.append(
+                {
+                    "action": "write",
+                    "path": a.edit.path,
+                    "create": not a.edit.existed,
+                    "why": a.why,
+                    "diff": a.edit.diff(),
+                }
+            )
+        elif isinstance(a, Refuse):
+            out.append({"action": "refuse", "reason": a.reason, "advice": a.advice})
+        elif isinstance(a, Note):
+            out.append({"action": "note", "text": a.text})
+    return out
+
+
+def render_plan(plan: Plan, host: str) -> str:
+    lines = [f"bsdcrypt plan for {host}:"]
+    for a in plan.actions:
+        if isinstance(a, Note):
+            lines.append(f"  - {a.text}")
+        elif isinstance(a, Refuse):
+            lines.append(f"  ! refused: {a.reason}.")
+            lines.append(f"    what to do: {a.advice}")
+        elif isinstance(a, RunCommand):
+            lines.append(f"  $ {' '.join(a.argv)}    # {a.why}")
+        elif isinstance(a, WriteFile):
+            lines.append(f"  > {a.edit.path}    # {a.why}")
+    diffs = [w.edit.diff() for w in plan.writes]
+    return "\n".join(lines) + "\n" + ("\n" + "".join(diffs) if diffs else "")
+
+
+def _confirm(yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        from bsdcrypt.cli import fail
+
+        fail(
+            "not changing anything without confirmation: re-run with --yes (or --dry-run to look)",
+            EXIT_REFUSED,
+        )
+    if not typer.confirm("Apply these changes?", default=False):
+        typer.echo("nothing changed.")
+        raise typer.Exit(1)
+
+
+def _run_bench(host: Any, driver: str | None) -> None:
+    """The --bench hook: bsdcrypt.bench (the bench engineer's module) measures after enabling.
+
+    Contract: `bsdcrypt.bench.after_enable(host, driver) -> str` returns a printable summary.
+    """
+    try:
+        from bsdcrypt import bench
+    except ImportError:
+        typer.echo("--bench: the benchmark module is not available in this build.", err=True)
+        return
+    hook = getattr(bench, "after_enable", None)
+    if hook is None:
+        typer.echo("--bench: bsdcrypt.bench has no after_enable() hook yet.", err=True)
+        return
+    typer.echo(hook(host, driver))
+
+
+PlanFor = Callable[[PlanInput, list[tuple[str, bytes]]], Plan]
+
+
+def _execute(
+    host_spec: str, plan_for: PlanFor, *, dry_run: bool, yes: bool, fmt: str, root: str, bench: bool = False
+) -> None:
+    from bsdcrypt.act import perform, read_loader_files
+    from bsdcrypt.assess import assess
+    from bsdcrypt.cli import fail
+    from bsdcrypt.host import parse_host_spec
+    from bsdcrypt.loaderconf import files_from_evidence
+    from bsdcrypt.probe import gather
+
+    if fmt not in FORMATS:
+        fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}", 2)
+    host = parse_host_spec(host_spec)
+    try:
+        evidence = gather(host)
+        status = assess(evidence, host.name, host.spec)
+        # With --root the files come from DIR; otherwise the probe already read them (the write
+        # re-checks their content on the host, so a change in between is caught, not clobbered).
+        files = read_loader_files(host, root) if root else files_from_evidence(evidence)
+        inp = PlanInput.from_status(status)
+        plan: Plan = plan_for(inp, files)
+        if fmt == "json":
+            typer.echo(json.dumps({"host": status.host, "plan": plan_to_dict(plan)}, indent=2))
+        else:
+            typer.echo(render_plan(plan, status.host), nl=False)
+        if plan.refusal is not None:
+            raise typer.Exit(EXIT_REFUSED)
+        if not plan.changes_something:
+            if fmt == "text":
+                typer.echo("nothing to change.")
+            raise typer.Exit(0)
+        if dry_run:
+            if fmt == "text":
+                typer.echo("dry run: nothing changed.")
+            raise typer.Exit(0)
+        _confirm(yes)
+        perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"))
+        if plan.writes:
+            from bsdcrypt.loaderconf import effective, is_yes
+
+            driver = loader_driver(inp)
+            reread = read_loader_files(host, root)
+            eff = effective(reread, f"{driver}_load")
+            where = f"{eff.path}:{eff.line}" if eff else "nowhere"
+            state = "in effect" if is_yes(eff) else "not in effect"
+            typer.echo(f'  re-read: {driver}_load="YES" is {state} ({where})', err=fmt == "json")
+        if bench:
+            _run_bench(host, inp.driver)
+    finally:
+        host.close()
+
+
+def enable(
+    persist: Annotated[
+        bool, typer.Option("--persist", "-p", help="Also load it at every boot (loader.conf).")
+    ] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    host: HostOpt = "local",
+    root: RootOpt = "",
+    fmt: FormatOpt = "text",
+    bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
+) -> None:
+    """Load the kernel AES driver now (kldload) and, with --persist, at every boot.
+
+    Explains every no-op (compiled in, no AES-NI, VM hiding it, appliance). Exit status: 0 done or
+    nothing to do, 2 refused, 3 error.
+    """
+    from bsdcrypt.plan import plan_enable
+
+    def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
+        return plan_enable(inp, files, persist=persist, root=root)
+
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench)
+
+
+def disable(
+    persist: Annotated[
+        bool, typer.Option("--persist", "-p", help="Undo what enable --persist changed.")
+    ] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    host: HostOpt = "local",
+    root: RootOpt = "",
+    fmt: FormatOpt = "text",
+) -> None:
+    """Undo exactly what `enable --persist` changed in the loader configuration."""
+    from bsdcrypt.cli import fail
+    from bsdcrypt.plan import plan_disable
+
+    if not persist:
+        fail(
+            "only `disable --persist` exists: it undoes enable's loader.conf change (the driver stays loaded "
+            "until reboot)",
+            2,
+        )
+
+    def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
+        return plan_disable(files, loader_driver(inp), is_root=None if root else inp.is_root)
+
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("enable")(enable)
+    app.command("disable")(disable)

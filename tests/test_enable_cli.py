@@ -1,0 +1,105 @@
+"""`bsdcrypt enable` / `disable --persist`: decisions on the shipped recordings, real edits under --root."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bsdcrypt.commands.enable import register
+
+app = typer.Typer()
+register(app)
+runner = CliRunner()
+
+# recording -> (exit status of `enable --persist --dry-run`, text in the output)
+RECORDINGS = {
+    "freebsd-11.0-current-custom-kernel-x-no-aesni": (0, "$ kldload aesni"),
+    "freebsd-12.2-bhyve-aesni-flag-hidden": (2, "passthrough"),
+    "freebsd-12.2-bhyve-geli-software-aesni-kldloaded": (2, "vtbd1.eli"),  # probe ran as non-root
+    "freebsd-12.2-bhyve-not-loaded-overridden": (2, '+aesni_load="YES" # bsdcrypt enable: was=NO'),
+    "freebsd-13.0-hyperv-builtin": (0, "GENERIC includes aesni since FreeBSD 13.0"),
+    "freebsd-14.0-current-ryzen-v1202b-builtin": (0, "compiled into the running kernel"),
+    "freenas-11.3-xeon-x3430-no-aesni-old-msg": (2, "no AES instructions"),
+    "hardenedbsd-13.0-stable-epyc-builtin": (0, "HardenedBSD"),
+    "linux-debian12-local": (2, "not a FreeBSD-family host"),
+    "opnsense-20.7-hbsd12.1-i5-6200u-loaded": (0, "Cryptography settings"),
+    "opnsense-22.1-celeron-j4125-sha-only-builtin": (2, "SHA only"),
+    "pfsense-2.4.5-celeron-j3160-not-loaded": (2, "Cryptographic & Thermal Hardware"),
+    "truenas-12.2-xeon-x3430-no-aes-builtin": (2, "no AES instructions"),
+}
+
+
+@pytest.mark.parametrize(("name", "expected"), sorted(RECORDINGS.items()))
+def test_enable_dry_run_on_recordings(name: str, expected: tuple[int, str]) -> None:
+    code, text = expected
+    result = runner.invoke(app, ["enable", "--persist", "--dry-run", "--host", f"replay:{name}"])
+    assert result.exit_code == code, result.output
+    assert text in result.output
+
+
+def test_json_format() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "enable",
+            "--persist",
+            "-n",
+            "-f",
+            "json",
+            "-H",
+            "replay:freebsd-11.0-current-custom-kernel-x-no-aesni",
+        ],
+    )
+    data = json.loads(result.output.split("\ndry run")[0])
+    assert [a["action"] for a in data["plan"]] == ["run", "run", "write"]
+    assert data["plan"][2]["diff"].startswith("--- /boot/loader.conf")
+
+
+def _boot(tmp_path: Path, data: bytes) -> Path:
+    (tmp_path / "boot").mkdir()
+    conf = tmp_path / "boot" / "loader.conf"
+    conf.write_bytes(data)
+    return conf
+
+
+def test_enable_disable_under_root_for_real(tmp_path: Path) -> None:
+    original = b'zfs_load="YES"\r\naesni_load="NO"  # off\r\nkern.vty=vt'
+    conf = _boot(tmp_path, original)
+    args = ["--persist", "--root", str(tmp_path), "--yes"]
+    first = runner.invoke(app, ["enable", *args])
+    assert first.exit_code == 0, first.output
+    assert 'aesni_load="YES" is in effect' in first.output
+    assert (
+        conf.read_bytes()
+        == b'zfs_load="YES"\r\naesni_load="YES"  # off # bsdcrypt enable: was=NO\r\nkern.vty=vt'
+    )
+    second = runner.invoke(app, ["enable", *args])
+    assert second.exit_code == 0 and "nothing to change" in second.output
+    undo = runner.invoke(app, ["disable", *args])
+    assert undo.exit_code == 0, undo.output
+    assert conf.read_bytes() == original
+    again = runner.invoke(app, ["disable", *args])
+    assert "nothing to undo" in again.output
+
+
+def test_no_confirmation_without_tty_changes_nothing(tmp_path: Path) -> None:
+    conf = _boot(tmp_path, b"a=1\n")
+    result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path)])
+    assert result.exit_code == 2 and "--yes" in result.output
+    assert conf.read_bytes() == b"a=1\n"
+
+
+def test_dry_run_under_root_changes_nothing(tmp_path: Path) -> None:
+    conf = _boot(tmp_path, b"a=1")
+    result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path), "--dry-run"])
+    assert result.exit_code == 0 and "\\ No newline at end of file" in result.output
+    assert conf.read_bytes() == b"a=1"
+
+
+def test_disable_needs_persist() -> None:
+    result = runner.invoke(app, ["disable", "-H", "replay:freebsd-13.0-hyperv-builtin"])
+    assert result.exit_code == 2 and "--persist" in result.output
