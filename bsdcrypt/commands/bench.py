@@ -1,0 +1,243 @@
+"""`bsdcrypt bench`: GELI-on-md benchmark (bsdcrypt.bench), results saved and rendered."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bsdcrypt.bench import (
+    MIB,
+    BenchError,
+    BenchInterrupted,
+    BenchParams,
+    BenchResult,
+    HostFacts,
+    Speedup,
+    UserlandResult,
+)
+from bsdcrypt.host import Host
+
+FORMATS = ("table", "json", "yaml")
+EXIT_INTERRUPTED = 130
+BAR_WIDTH = 40
+
+
+def default_results_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "bsdcrypt" / "bench"
+
+
+def save_record(result: BenchResult, directory: Path) -> Path:
+    """Write the run's JSON record as DIR/<UTC time>-<host>.json; returns the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = re.sub(r"[^0-9T]", "", result.started.split("+")[0]) or "run"
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", result.host.hostname or "host")
+    path = directory / f"{stamp}-{host}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = directory / f"{stamp}-{host}-{n}.json"
+    path.write_text(json.dumps(result.to_record(), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def _bar(value: float, top: float) -> str:
+    if top <= 0:
+        return ""
+    n = round(BAR_WIDTH * value / top)
+    return "█" * n + "·" * (BAR_WIDTH - n)
+
+
+def bar_chart(rows: list[tuple[str, float]]) -> str:
+    """Terminal bar chart of MiB/s, one line per (label, MiB/s)."""
+    if not rows:
+        return ""
+    top = max(v for _, v in rows)
+    width = max(len(label) for label, _ in rows)
+    return "".join(f"  {label:<{width}}  {_bar(v, top)}  {v:8.0f} MiB/s\n" for label, v in rows)
+
+
+def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
+    from tabulate import tabulate
+
+    h = result.host
+    p = result.params
+    accel = {None: "", True: "  (accelerated)", False: "  (NOT accelerated)"}[result.accelerated]
+    lines = [
+        f"host: {h.hostname or '?'}  {h.release or ''} {h.arch or ''}".rstrip(),
+        f"cpu: {h.cpu_model or 'unknown'}  ({h.ncpu or '?'} CPUs)  "
+        f"driver: {h.driver or '-'} {h.driver_state}",
+        f"GELI: {result.geli_algorithm or p.ealgo} {result.geli_keylength or p.keylen}, "
+        f"sector {p.sectorsize}, Crypto: {result.crypto or 'unknown'}{accel}",
+        f"fio: {result.fio_version or '?'}  bs={p.bs} iodepth={p.iodepth} numjobs={result.numjobs} "
+        f"runtime={p.runtime_s}s engine={p.ioengine} md={p.size_mib} MiB  runs={p.repeat}",
+        "",
+    ]
+    table = []
+    for m in result.measurements:
+        spread = "single run" if m.single else f"±{(m.spread_pct or 0) / 2:.1f}% ({len(m.samples)} runs)"
+        what = f"GELI on md ({result.crypto or '?'})" if m.target == "geli" else "bare md (ceiling)"
+        table.append([m.direction, what, f"{m.median_mib_s:.0f}", f"{m.median_iops:.0f}", spread])
+    lines.append(tabulate(table, headers=["dir", "target", "MiB/s", "IOPS", "spread"], tablefmt="simple"))
+    lines.append("")
+    for d in p.directions:
+        rows: list[tuple[str, float]] = []
+        if speedup is not None and speedup.before_mib_s.get(d) is not None:
+            rows.append((f"{d} before ({speedup.before_crypto})", float(speedup.before_mib_s[d] or 0)))
+        g = result.get("geli", d)
+        if g is not None:
+            rows.append((f"{d} {'after' if speedup else 'GELI'} ({result.crypto})", g.median_mib_s))
+        c = result.get("md", d)
+        if c is not None:
+            rows.append((f"{d} md ceiling", c.median_mib_s))
+        lines.append(bar_chart(rows).rstrip("\n"))
+        frac = result.ceiling_fraction(d)
+        if frac is not None:
+            lines.append(f"  {d}: GELI reaches {100 * frac:.0f}% of the md ceiling")
+        if speedup is not None and speedup.ratio.get(d) is not None:
+            lines.append(f"  {d}: speedup {speedup.ratio[d]:.1f}x")
+    if speedup is not None:
+        lines.append(f"  {speedup.note}")
+    for w in result.warnings:
+        lines.append(f"note: {w}")
+    if result.userland is not None:
+        lines.append("")
+        lines.append(render_userland(result.userland).rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
+def render_userland(u: UserlandResult) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for c in u.ciphers:
+        plain = "-" if c.bytes_per_s is None else f"{c.bytes_per_s / MIB:.0f}"
+        masked = "-" if c.masked_bytes_per_s is None else f"{c.masked_bytes_per_s / MIB:.0f}"
+        rows.append([c.cipher, plain, masked])
+    head = f"userland (openssl {u.openssl_version or '?'} speed -evp, 16 KiB blocks, MiB/s):"
+    body = tabulate(rows, headers=["cipher", "MiB/s", "AES-NI masked"], tablefmt="simple")
+    return f"{head}\n{body}\n{u.advice}\n"
+
+
+def _facts_for(host: Host) -> HostFacts | None:
+    """Host facts from the lead's assessment, when it is importable (one read-only probe)."""
+    try:
+        from bsdcrypt.assess import assess
+        from bsdcrypt.probe import gather
+    except ImportError:  # TODO(assess): drop once bsdcrypt.assess is always present
+        return None
+    try:
+        return HostFacts.from_status(assess(gather(host), host.name, host.spec))
+    except Exception:  # the bench still runs with its own sysctl facts
+        return None
+
+
+def _emit(data: Any, fmt: str) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        import yaml
+
+        typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def bench(
+        host: Annotated[
+            str,
+            typer.Option(
+                "--host",
+                "-H",
+                help="local (default), [user@]host[:port] over SSH.",
+                envvar="BSDCRYPT_HOST",
+            ),
+        ] = "local",
+        size: Annotated[int, typer.Option("--size", help="md size in MiB (swap-backed: uses RAM).")] = 1024,
+        keylen: Annotated[int, typer.Option("--keylen", help="AES-XTS key length: 128 or 256.")] = 128,
+        sectorsize: Annotated[int, typer.Option("--sectorsize", help="GELI sector size.")] = 4096,
+        runtime: Annotated[int, typer.Option("--runtime", help="fio seconds per direction.")] = 10,
+        bs: Annotated[str, typer.Option("--bs", help="fio block size.")] = "1m",
+        iodepth: Annotated[int, typer.Option("--iodepth", help="fio I/O depth.")] = 16,
+        numjobs: Annotated[int, typer.Option("--numjobs", help="fio jobs (0: number of CPUs).")] = 0,
+        ioengine: Annotated[
+            str, typer.Option("--ioengine", help="fio engine (no libaio on FreeBSD).")
+        ] = "posixaio",
+        read: Annotated[bool, typer.Option("--read/--no-read", help="Also measure reads.")] = True,
+        ceiling: Annotated[
+            bool, typer.Option("--ceiling/--no-ceiling", help="Also measure the bare md.")
+        ] = True,
+        repeat: Annotated[int, typer.Option("--repeat", help="Runs per measurement (median, spread).")] = 1,
+        userland: Annotated[
+            bool,
+            typer.Option("--userland", help="Also run openssl speed -evp and advise on TLS/SSH ciphers."),
+        ] = False,
+        cleanup: Annotated[
+            bool,
+            typer.Option("--cleanup", help="Only remove md/GELI devices an interrupted bench left."),
+        ] = False,
+        save: Annotated[
+            str,
+            typer.Option("--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench)."),
+        ] = "",
+        no_save: Annotated[bool, typer.Option("--no-save", help="Do not write a JSON record.")] = False,
+        fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or yaml.")] = "table",
+    ) -> None:
+        """Measure GELI (AES-XTS) on a swap-backed md device with fio, against the bare md ceiling.
+
+        Needs root and fio (pkg install fio). Only touches the md device it creates; cleans up on
+        success, error, Ctrl-C and SIGTERM. Exit status: 0 done, 3 error, 130 interrupted.
+        """
+        from bsdcrypt import bench as engine
+        from bsdcrypt.cli import fail
+        from bsdcrypt.host import parse_host_spec
+
+        if fmt not in FORMATS:
+            fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}", 2)
+        h = parse_host_spec(host)
+        progress = (lambda msg: typer.echo(f"  {msg}", err=True)) if fmt == "table" else None
+        try:
+            if cleanup:
+                report = engine.cleanup_leftovers(h, progress)
+                typer.echo(report.summary())
+                raise typer.Exit(0 if report.ok else 3)
+            params = BenchParams(
+                size_mib=size,
+                keylen=keylen,
+                sectorsize=sectorsize,
+                runtime_s=runtime,
+                bs=bs,
+                iodepth=iodepth,
+                numjobs=numjobs or None,
+                ioengine=ioengine,
+                directions=("write", "read") if read else ("write",),
+                repeat=repeat,
+                ceiling=ceiling,
+            )
+            result = engine.measure(h, params, _facts_for(h), progress)
+            if userland:
+                result.userland = engine.userland(h, x86=(result.host.arch or "amd64") in ("amd64", "i386"))
+        except BenchInterrupted as exc:
+            typer.echo(f"bsdcrypt: {exc}", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from exc
+        except BenchError as exc:
+            fail(str(exc))
+        finally:
+            h.close()
+        saved: Path | None = None
+        if not no_save:
+            try:
+                saved = save_record(result, Path(save).expanduser() if save else default_results_dir())
+            except OSError as exc:
+                typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
+        if fmt == "table":
+            typer.echo(render_table(result), nl=False)
+            if saved:
+                typer.echo(f"saved: {saved}")
+        else:
+            _emit(result.to_record(), fmt)
