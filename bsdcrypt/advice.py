@@ -124,6 +124,16 @@ def findings(s: Status) -> list[Finding]:
                 persist_remedy(s),
             )
         )
+    if aes_attached and s.persist.source == "appliance setting":
+        out.append(
+            Finding(
+                "appliance-managed",
+                "info",
+                f"{d.name} is loaded; {s.os.product or s.os.variant} loads it at boot from its own crypto setting, "
+                "which the probe cannot read.",
+                "Check it stays selected: " + APPLIANCE_SETTING[s.os.variant],
+            )
+        )
     if d.compiled_in and s.persist.value is not None and s.persist.source not in (None, "kernel"):
         out.append(
             Finding(

@@ -19,7 +19,8 @@ from bsdcrypt.parsers.version import parse_freebsd_version, parse_release
 from bsdcrypt.probe import Evidence
 from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
 
-APPLIANCES = frozenset({"pfsense", "opnsense", "truenas", "freenas"})
+# Appliances whose GUI setting loads the crypto module at boot (not loader.conf).
+GUI_LOADED = frozenset({"pfsense", "opnsense"})
 X86 = frozenset({"amd64", "i386"})
 ARM64 = frozenset({"aarch64", "arm64"})
 FREEBSD_FAMILY = frozenset({"FreeBSD", "MidnightBSD"})
@@ -71,7 +72,7 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     drivers = _driver_infos(ev, sysctl, dmesg, status.os)
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
-    status.persist = _persist_info(ev, status.driver, status.cpu)
+    status.persist = _persist_info(ev, status.driver, status.cpu, status.os.variant)
     status.geli = _geli_infos(parse_geli_list(_raw(ev, "geli_list")), status)
     status.findings = advice.findings(status)
     return status
@@ -268,7 +269,7 @@ def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
     return found[-1] if found else None
 
 
-def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo) -> PersistInfo:
+def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, variant: str) -> PersistInfo:
     if driver.name is None:
         return PersistInfo(configured=False, needed=False)
     assignment = effective(files_from_evidence(ev), f"{driver.name}_load")
@@ -281,6 +282,11 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo) -> PersistInfo
         info.configured = True
         info.needed = False
         info.source = info.source if yes else "kernel"
+    elif variant in GUI_LOADED and driver.state == "loaded" and not yes:
+        # pfSense/OPNsense load the module from their own crypto setting at boot, not via loader.conf.
+        info.configured = None
+        info.needed = True
+        info.source = "appliance setting"
     else:
         info.configured = yes
         usable = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")

@@ -173,7 +173,8 @@ def redact(evidence: Evidence, hostname: str) -> Evidence:
     for key, st in evidence.steps.items():
         data = st.out
         for n in sorted(names, key=len, reverse=True):
-            data = data.replace(n.encode(), b"host.example")
+            # whole names only: a host called "vm" must not turn "vme" or "vm_guest" into garbage
+            data = re.sub(rb"(?<![\w.-])" + re.escape(n.encode()) + rb"(?![\w.-])", b"host.example", data)
         data = _MAC.sub(b"00:00:5e:00:53:00", data)
         data = _SERIAL.sub(rb"\1REDACTED", data)
         out[key] = Step(st.rc, data)

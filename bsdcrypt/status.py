@@ -100,7 +100,8 @@ class Status:
     @property
     def verdict(self) -> Verdict:
         worst = max((_RANK[f.severity] for f in self.findings), default=0)
-        return ("ok", "warning", "critical", "unknown")[worst]  # type: ignore[return-value]
+        verdicts: tuple[Verdict, ...] = ("ok", "warning", "critical", "unknown")
+        return verdicts[worst]
 
     @property
     def exit_code(self) -> int:

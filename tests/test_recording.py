@@ -72,6 +72,12 @@ def test_redaction_replaces_hostname_macs_and_serials() -> None:
     assert b"Serial Number" in text
 
 
+def test_redaction_replaces_whole_names_only() -> None:
+    ev = Evidence({"a": Step(0, b"flags: vme vmx\nkern.vm_guest: kvm\nLinux vm 6.1 x86_64\nuser@vm:~$\n")})
+    text = redact(ev, "vm").steps["a"].out
+    assert text == b"flags: vme vmx\nkern.vm_guest: kvm\nLinux host.example 6.1 x86_64\nuser@host.example:~$\n"
+
+
 def test_host_spec_replay_and_local() -> None:
     assert isinstance(parse_host_spec(None), LocalHost)
     assert isinstance(parse_host_spec("local"), LocalHost)

@@ -1,0 +1,86 @@
+"""The assessment's decisions on real recordings, stated explicitly (the golden files hold the rest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bsdcrypt.assess import assess
+from bsdcrypt.pipeline import status_of
+from bsdcrypt.probe import Evidence, Step
+from bsdcrypt.recording import ReplayHost
+
+HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+
+# recording: (variant, driver state, attached, persisted, verdict, finding ids)
+EXPECTED = {
+    "freebsd-11.0-current-custom-kernel-x-no-aesni": ("freebsd", "not-loaded", False, False, "warning", ["driver-not-loaded"]),
+    "freebsd-12.2-bhyve-aesni-flag-hidden": ("freebsd", "not-loaded", False, False, "warning", ["vm-hides-aesni"]),
+    "freebsd-12.2-bhyve-geli-software-aesni-kldloaded": (
+        "freebsd", "loaded", True, False, "critical", ["not-persisted", "geli-software"],
+    ),
+    "freebsd-12.2-bhyve-not-loaded-overridden": ("freebsd", "not-loaded", False, False, "warning", ["driver-not-loaded"]),
+    "freebsd-13.0-hyperv-builtin": ("freebsd", "builtin", True, True, "ok", []),
+    "freebsd-14.0-current-ryzen-v1202b-builtin": ("freebsd", "builtin", True, True, "ok", []),
+    "freenas-11.3-xeon-x3430-no-aesni-old-msg": ("freenas", "no-device", False, True, "ok", ["cpu-no-aesni"]),
+    "hardenedbsd-13.0-stable-epyc-builtin": ("hardenedbsd", "builtin", True, True, "ok", []),
+    "opnsense-20.7-hbsd12.1-i5-6200u-loaded": ("opnsense", "loaded", True, None, "ok", ["appliance-managed"]),
+    "opnsense-22.1-celeron-j4125-sha-only-builtin": (
+        "opnsense", "builtin", True, True, "warning", ["aes-disabled-in-firmware"],
+    ),
+    "opnsense-22.1-core2-e7400-no-aes-builtin": ("opnsense", "no-device", False, True, "ok", ["cpu-no-aesni"]),
+    "pfsense-2.4.5-celeron-j3160-not-loaded": ("pfsense", "not-loaded", False, False, "warning", ["driver-not-loaded"]),
+    "pfsense-2.4.5-i5-4590s-loaded": ("pfsense", "loaded", True, None, "ok", ["appliance-managed"]),
+    "truenas-12.2-xeon-x3430-no-aes-builtin": ("truenas", "no-device", False, True, "ok", ["cpu-no-aesni"]),
+    "truenas-13.1-celeron-n3150-builtin": ("truenas", "builtin", True, True, "ok", []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_expert_conclusion(name: str) -> None:
+    variant, state, attached, persisted, verdict, ids = EXPECTED[name]
+    s = status_of(ReplayHost.from_file(HOSTS / f"{name}.yaml"))
+    assert s.os.variant == variant
+    assert s.driver.state == state
+    assert s.driver.attached is attached
+    assert s.persist.configured is persisted
+    assert s.verdict == verdict
+    assert [f.id for f in s.findings] == ids
+    for f in s.findings:
+        assert f.message and f.remedy and "\n" not in f.message
+
+
+def test_overridden_yes_in_loader_conf_local_is_not_persisted() -> None:
+    s = status_of(ReplayHost.from_file(HOSTS / "freebsd-12.2-bhyve-not-loaded-overridden.yaml"))
+    assert s.persist.source is not None and s.persist.source.startswith("/boot/loader.conf.local:")
+    assert s.persist.value is not None and s.persist.value.upper() == "NO"
+
+
+def test_appliance_remedy_names_the_settings_page_not_loader_conf() -> None:
+    s = status_of(ReplayHost.from_file(HOSTS / "pfsense-2.4.5-celeron-j3160-not-loaded.yaml"))
+    remedy = s.findings[0].remedy
+    assert "System > Advanced > Miscellaneous" in remedy and "loader.conf" not in remedy
+
+
+def test_linux_host_is_reported_not_assessed() -> None:
+    s = status_of(ReplayHost.from_file(HOSTS / "linux-debian12-local.yaml"))
+    assert s.os.name == "Linux" and s.verdict == "unknown" and s.exit_code == 3
+    assert s.findings[0].id == "not-freebsd"
+    assert s.cpu.aesni is not None
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        {},
+        {"uname_s": Step(0, b"\x00\xff garbage\n")},
+        {"uname_s": Step(0, b"FreeBSD\n"), "sysctl": Step(0, b"kern.osrelease: \n")},
+        {"uname_s": Step(0, b"FreeBSD\n"), "kldstat_v": Step(0, b"Id Refs Address Size Name\n 1 x y z\n")},
+        {"uname_s": Step(127, b"uname: not found\n")},
+    ],
+)
+def test_garbage_evidence_is_unknown_never_an_exception(steps: dict[str, Step]) -> None:
+    s = assess(Evidence(steps), "h", "test")
+    assert s.verdict in ("unknown", "warning")
+    assert s.findings
