@@ -1,0 +1,83 @@
+"""`bsdcrypt bench` end to end against the scripted host: render, save, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from test_bench import LABEL, Md, ScriptedHost
+from typer.testing import CliRunner
+
+from bsdcrypt import bench
+from bsdcrypt.cli import _register_commands, app
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def host(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
+    h = ScriptedHost()
+    monkeypatch.setattr("bsdcrypt.host.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.commands.bench._facts_for", lambda _h: None)
+    monkeypatch.setattr(bench, "RETRY_DELAY_S", 0.0)
+    names = {c.name or getattr(c.callback, "__name__", None) for c in app.registered_commands}
+    if "bench" not in names:
+        _register_commands()
+    return h
+
+
+def test_table_output_and_record(host: ScriptedHost, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["bench", "--save", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "Crypto: accelerated software" in out and "(accelerated)" in out
+    assert "md ceiling" in out and "MiB/s" in out and "█" in out
+    assert "single run" in out
+    records = list(tmp_path.glob("*.json"))
+    assert len(records) == 1
+    rec = json.loads(records[0].read_text())
+    assert rec["kind"] == "bsdcrypt-bench" and rec["host"]["hostname"] == "bench1.example.org"
+    assert host.leaked() == []
+
+
+def test_json_and_yaml(host: ScriptedHost) -> None:
+    res = runner.invoke(app, ["bench", "--no-save", "--format", "json", "--no-read", "--no-ceiling"])
+    assert res.exit_code == 0, res.output
+    rec = json.loads(res.stdout)
+    assert [r["direction"] for r in rec["results"]] == ["write"]
+    res = runner.invoke(app, ["bench", "--no-save", "--format", "yaml", "--repeat", "2"])
+    assert res.exit_code == 0, res.output
+    rec = yaml.safe_load(res.stdout)
+    assert rec["results"][0]["runs"] == 2
+
+
+def test_failing_step_exit_code_and_message(host: ScriptedHost) -> None:
+    host.fail_at = next(i for i, c in enumerate(_happy()) if c.startswith("geli onetime"))
+    res = runner.invoke(app, ["bench", "--no-save"])
+    assert res.exit_code == 3
+    assert "bench step 'geli onetime' failed" in res.stderr
+    assert host.leaked() == []
+
+
+def test_interrupt_exit_130(host: ScriptedHost) -> None:
+    host.interrupt_at = next(i for i, c in enumerate(_happy()) if c.startswith("exec fio"))
+    res = runner.invoke(app, ["bench", "--no-save"])
+    assert res.exit_code == 130
+    assert "interrupted" in res.stderr and "during step 'fio write on md1.eli'" in res.stderr
+    assert host.leaked() == []
+
+
+def test_cleanup_option(host: ScriptedHost) -> None:
+    host.md["md1"] = Md("swap", "1024m", LABEL)
+    res = runner.invoke(app, ["bench", "--cleanup"])
+    assert res.exit_code == 0, res.output
+    assert "cleanup removed md1" in res.stdout
+    assert host.leaked() == []
+
+
+def _happy() -> list[str]:
+    h = ScriptedHost()
+    bench.measure(h, bench.BenchParams())
+    return h.commands
