@@ -36,7 +36,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("ghostbsd_version", "ghostbsd-version"),
     ("id_u", "id -u"),
     ("linux_cpu_flags", "grep -m1 -E '^(flags|Features)[[:space:]]*:' /proc/cpuinfo"),
-    ("linux_aesni_intel", "test -d /sys/module/aesni_intel"),
+    ("linux_aesni_intel", "test -d /sys/module/aesni_intel || grep -qs '^driver.*aesni' /proc/crypto"),
 )
 
 FILES: tuple[str, ...] = (
