@@ -276,7 +276,7 @@ class SSHContext:
 
     def target(self, alias: str, user: str | None = None, port: int | None = None) -> Target:
         try:
-            opts: dict[str, Any] = dict(self.config.lookup(alias))
+            opts: dict[str, Any] = dict(self._lookup(alias, user, port))
         except Exception as exc:  # Match exec failures and the like
             raise SSHError("config", f"ssh config lookup for {alias} failed: {exc}") from exc
         hostname = str(opts.get("hostname") or alias)
@@ -310,6 +310,25 @@ class SSHContext:
             accept_new=self.accept_new or strict in ("accept-new", "no", "off"),
         )
 
+    def _lookup(self, alias: str, user: str | None, port: int | None) -> Any:
+        """Config lookup; a user or port given on the host line wins over the config, as `ssh -l/-p` do,
+        and is what %r/%p expand to in ProxyCommand/ProxyJump."""
+        private = getattr(self.config, "_lookup", None)
+        if (user is None and port is None) or private is None:
+            return self.config.lookup(alias)
+        try:
+            seed = paramiko.SSHConfigDict()
+            if port is not None:
+                seed["port"] = str(port)
+            if user:
+                seed["user"] = user
+            first = private(alias, seed)
+            if "hostname" not in first:
+                first["hostname"] = alias
+            return private(alias, first, canonical=False, final=True)
+        except TypeError:  # a paramiko whose private API changed
+            return self.config.lookup(alias)
+
     def key_file(self, path: str) -> paramiko.PKey | str:
         """A loaded private key, or a one-line reason it cannot be used (cached per run)."""
         with self._key_lock:
@@ -338,7 +357,11 @@ def default_context() -> SSHContext:
     global _default_context
     with _default_lock:
         if _default_context is None:
-            _default_context = SSHContext()
+            # For `--host user@host` on single-host commands; fleet-audit has options for these.
+            _default_context = SSHContext(
+                os.environ.get("BSDCRYPT_SSH_CONFIG") or None,
+                accept_new=os.environ.get("BSDCRYPT_ACCEPT_NEW") == "1",
+            )
         return _default_context
 
 

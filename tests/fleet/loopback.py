@@ -102,6 +102,7 @@ class LoopbackFleet:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.hostdir = self.workdir / "hosts"
         self.hostdir.mkdir(exist_ok=True)
+        (self.workdir / "home").mkdir(exist_ok=True)
         self._silent_sock: socket.socket | None = None
         self._silent_conns: list[socket.socket] = []
         self._stop = threading.Event()
@@ -194,6 +195,9 @@ class LoopbackFleet:
             "LoginGraceTime 60",
             "AllowTcpForwarding yes",
             "LogLevel VERBOSE",
+            # The login shell runs the ForceCommand; bash started by sshd sources ~/.bashrc, which on a
+            # developer machine can take 150 ms (pyenv init): point HOME at an empty folder.
+            f"SetEnv HOME={w}/home",
             f"ForceCommand /bin/sh {w}/fakehost.sh",
         ]
         for a in addrs:
@@ -203,6 +207,7 @@ class LoopbackFleet:
         cfg = w / f"sshd.{n}.conf"
         cfg.write_text("\n".join(lines) + "\n")
         log = w / f"sshd.{n}.log"
+        log.write_text("")  # sshd -E appends; readiness is read from this log
         proc = subprocess.Popen(
             [self.sshd, "-D", "-f", str(cfg), "-E", str(log)],
             stdin=subprocess.DEVNULL,

@@ -1,0 +1,116 @@
+"""`bsdcrypt fleet-audit HOSTS_FILE`: every host of a fleet over SSH (or from recordings)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+FORMATS = ("table", "json", "yaml", "csv")
+
+
+def fleet_audit(
+    hosts_file: Annotated[
+        str, typer.Argument(help="One [user@]host[:port] or replay:PATH per line; - reads stdin.")
+    ],
+    parallel: Annotated[
+        int | None,
+        typer.Option(
+            "--parallel", "-j", min=1, help="Hosts at once (default 32, capped by the open-file limit)."
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", "-t", min=0.1, help="Seconds per host for connect + auth + probe.")
+    ] = 30.0,
+    ssh_config: Annotated[
+        str | None,
+        typer.Option("--ssh-config", "-F", help="OpenSSH client config to use instead of ~/.ssh/config."),
+    ] = None,
+    accept_new: Annotated[
+        bool,
+        typer.Option(
+            "--accept-new", help="Add unknown host keys to known_hosts (changed keys are always errors)."
+        ),
+    ] = False,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or csv.")] = "table",
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", help="Write the report to FILE (atomically) instead of stdout."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar, no notes on stderr.")
+    ] = False,
+) -> None:
+    """Audit every host of a hosts file; hosts needing action come first.
+
+    Exit status: the worst host's (0 OK, 1 warning, 2 critical, 3 unknown or unreachable).
+    """
+    from bsdcrypt.errors import BsdcryptError
+
+    try:
+        code = _fleet_audit(hosts_file, parallel, timeout, ssh_config, accept_new, fmt, output, quiet)
+    except BsdcryptError as exc:  # a bad hosts file or ssh config: one line, exit 3
+        typer.echo(f"bsdcrypt: {exc}", err=True)
+        raise typer.Exit(3) from None
+    raise typer.Exit(code)
+
+
+def _fleet_audit(
+    hosts_file: str,
+    parallel: int | None,
+    timeout: float,
+    ssh_config: str | None,
+    accept_new: bool,
+    fmt: str,
+    output: str | None,
+    quiet: bool,
+) -> int:
+    from bsdcrypt import fleet
+    from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.hostsfile import parse_hosts
+
+    if fmt not in FORMATS:
+        raise BsdcryptError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    if hosts_file == "-":
+        text, base_dir = sys.stdin.read(), os.getcwd()
+    else:
+        try:
+            with open(hosts_file, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or exc
+            raise BsdcryptError(f"cannot read hosts file {hosts_file}: {why}") from exc
+        base_dir = os.path.dirname(os.path.abspath(hosts_file))
+    hosts = parse_hosts(text, hosts_file, base_dir)
+    notes = [str(d) for d in hosts.duplicates]
+    if not quiet:
+        for note in notes:
+            typer.echo(f"bsdcrypt: note: {note}", err=True)
+    options = fleet.FleetOptions(
+        parallel=parallel or fleet.default_parallel(),
+        timeout=timeout,
+        ssh_config=ssh_config,
+        accept_new=accept_new,
+    )
+    auditor = fleet.Auditor(options)
+    if any(not e.is_replay for e in hosts.entries):
+        auditor.ssh_context()  # a bad --ssh-config is one error, not a row per host
+    progress = fleet.Progress(len(hosts.entries), enabled=None if not quiet else False)
+    run = fleet.run_fleet(hosts.entries, options, progress, auditor)
+    run.duplicates = notes
+    report = fleet.render(run, fmt)
+    if output is None or output == "-":
+        typer.echo(report, nl=False)
+    else:
+        from bsdcrypt.fsutil import atomic_write_text
+
+        atomic_write_text(output, report)
+        if not quiet:
+            typer.echo(f"bsdcrypt: wrote {fmt} report on {len(run.results)} hosts to {output}", err=True)
+    return run.exit_code
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fleet-audit")(fleet_audit)

@@ -1,0 +1,550 @@
+"""fleet-audit: the `status` pipeline on every host of a hosts file, concurrently and bounded.
+
+Each host goes through exactly what `bsdcrypt status --host ...` does (`pipeline.status_of`):
+one connection, one exec of the batched probe, the same parsers and assessment. A host that
+cannot be audited becomes a Status with one `unknown` finding naming the reason, never a crash.
+
+Time is bounded: every host has a deadline (`timeout`, covering connect, authentication and
+the probe). SSHHost honours it in each wait; a watchdog aborts a host that overruns it and,
+should a worker still be stuck (e.g. inside the system resolver), gives the host up as timed
+out after a short grace and starts a fresh worker. So the wall time is at most about
+ceil(hosts / parallel) * (timeout + grace).
+
+paramiko is imported only if the fleet has SSH entries (replay-only fleets never load it).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import queue
+import resource
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
+from bsdcrypt.host import Host, RunResult
+from bsdcrypt.hostsfile import HostEntry
+from bsdcrypt.probe import PROBE_MAGIC
+from bsdcrypt.status import EXIT_CODES, Finding, Status, worst_verdict
+
+DEFAULT_PARALLEL = 32
+DEFAULT_TIMEOUT = 30.0
+GRACE = 2.0  # after the deadline, how long an aborted worker may take to give up
+FDS_PER_HOST = 4  # socket, agent socket, and a ProxyCommand's pipes
+FD_RESERVE = 64
+VERDICT_ORDER = {"critical": 0, "warning": 1, "unknown": 2, "ok": 3}  # table: needing action first
+
+REMEDIES: dict[str, str] = {
+    "resolve": "Check the name: `ssh -G HOST | grep -i hostname`, DNS, or the hosts file entry.",
+    "refused": "Is sshd running and listening on that port? (`service sshd status`, `sockstat -4l`)",
+    "unreachable": "Check routing and firewalls between here and the host.",
+    "timeout": "The host did not answer in time: is it up, filtered, or just slow? Raise --timeout if slow.",
+    "no-ssh": (
+        "Something other than sshd listens on that port (or sshd hangs): check the port in the hosts file."
+    ),
+    "closed": "sshd closed the connection: check its log (MaxStartups, tcp wrappers, AllowUsers).",
+    "protocol": "The SSH negotiation failed: compare algorithms with `ssh -vv HOST`.",
+    "hostkey-unknown": "Verify the key's fingerprint with the host's admin, then rerun with --accept-new.",
+    "hostkey-changed": (
+        "Find out why the key changed before anything else; if expected: `ssh-keygen -R HOST`."
+    ),
+    "hostkey-revoked": "The key is revoked in known_hosts: do not trust this host until its key is replaced.",
+    "auth": (
+        "Install your public key for that user (~/.ssh/authorized_keys) or load the right key into ssh-agent."
+    ),
+    "no-keys": "Load a key into ssh-agent or set IdentityFile in ~/.ssh/config (passwords are never used).",
+    "proxy": "Check ProxyJump/ProxyCommand for this host: `ssh -G HOST`.",
+    "config": "Fix the ssh client configuration or the hosts file entry.",
+    "cut-off": (
+        "The probe did not finish: look for a login script or resource limit killing /bin/sh on the host."
+    ),
+    "garbage": (
+        "The host's reply is not the probe's output: a login script printing to stdout, or not a shell."
+    ),
+    "recording": "Check the replay: path (relative paths are taken from the hosts file's folder).",
+    "error": "Rerun `bsdcrypt status --host HOST` for this host alone to see the full error.",
+}
+
+
+class Abortable(Protocol):
+    def abort(self) -> None: ...
+
+
+@dataclass
+class HostResult:
+    """One row of the fleet: the host's Status (a synthetic one when it failed)."""
+
+    entry: HostEntry
+    status: Status
+    elapsed: float
+    error: str | None = None
+    error_kind: str | None = None
+
+    @property
+    def target(self) -> str:
+        return self.entry.spec
+
+    @property
+    def verdict(self) -> str:
+        return self.status.verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `status --format json` schema, plus a `fleet` member for this run."""
+        data = self.status.to_dict()
+        data["fleet"] = {
+            "target": self.target,
+            "source_line": self.entry.source,
+            "error": self.error,
+            "error_kind": self.error_kind,
+            "elapsed_s": round(self.elapsed, 3),
+        }
+        return data
+
+
+def failed_status(entry: HostEntry, kind: str, reason: str) -> Status:
+    status = Status(host=entry.host or entry.spec, source=entry.ssh_spec)
+    status.findings.append(
+        Finding(f"fleet-{kind}", "unknown", reason, REMEDIES.get(kind, REMEDIES["error"]))
+    )
+    return status
+
+
+class _ProbeGuard:
+    """Wraps a Host for the fleet: the probe script ends with `exit 0`, so any other exit status
+    (or none, when the channel closed on a signal or a dropped connection) means the output was cut off."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.name = host.name
+        self.spec = host.spec
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        result = self.host.run(command, input=input, timeout=timeout)
+        if PROBE_MAGIC in command and result.rc != 0:
+            how = "without an exit status" if result.rc < 0 else f"with status {result.rc}"
+            size = len(result.stdout)
+            raise _CutOff(f"the probe was cut off: the remote shell ended {how} after {size} bytes")
+        return result
+
+    def close(self) -> None:
+        self.host.close()
+
+
+class _CutOff(ProbeError):
+    pass
+
+
+# ---------------------------------------------------------------------------- assessment seam
+
+
+def _status_of(host: Host, timeout: float) -> Status:
+    """The one place the fleet calls the status pipeline (the same call `bsdcrypt status` makes)."""
+    from bsdcrypt.pipeline import status_of
+
+    return status_of(host, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------- one host
+
+
+@dataclass
+class FleetOptions:
+    parallel: int = DEFAULT_PARALLEL
+    timeout: float = DEFAULT_TIMEOUT
+    ssh_config: str | None = None
+    accept_new: bool = False
+
+
+class Auditor:
+    """Turns one HostEntry into a HostResult; shares one SSH context per run."""
+
+    def __init__(self, options: FleetOptions) -> None:
+        self.options = options
+        self._ctx: Any = None
+        self._ctx_lock = threading.Lock()
+
+    def ssh_context(self) -> Any:
+        with self._ctx_lock:
+            if self._ctx is None:
+                from bsdcrypt.ssh import SSHContext
+
+                self._ctx = SSHContext(self.options.ssh_config, accept_new=self.options.accept_new)
+            return self._ctx
+
+    def make_host(self, entry: HostEntry) -> Host:
+        if entry.replay is not None:
+            from bsdcrypt.recording import ReplayHost, resolve_recording
+
+            path = Path(entry.replay).expanduser()
+            if not path.is_absolute() and entry.base_dir:
+                candidate = Path(entry.base_dir) / path
+                if candidate.is_file():
+                    path = candidate
+            host: Host = ReplayHost.from_file(path if path.is_file() else resolve_recording(entry.replay))
+            return host
+        from bsdcrypt.ssh import SSHHost
+
+        return SSHHost(
+            entry.host,
+            user=entry.user,
+            port=entry.port,
+            context=self.ssh_context(),
+            spec=entry.ssh_spec,
+            timeout=self.options.timeout,
+        )
+
+    def audit(self, entry: HostEntry, on_host: Callable[[Host], None] | None = None) -> HostResult:
+        start = time.monotonic()
+        kind = "error"
+        try:
+            host = self.make_host(entry)
+            if on_host is not None:
+                on_host(host)
+            status = _status_of(_ProbeGuard(host), self.options.timeout)
+            return HostResult(entry, status, time.monotonic() - start)
+        except _CutOff as exc:
+            kind, reason = "cut-off", str(exc)
+        except ProbeError as exc:
+            kind, reason = "garbage", str(exc)
+        except HostError as exc:
+            kind, reason = getattr(exc, "kind", "error"), str(exc)
+        except BsdcryptError as exc:
+            kind = "recording" if entry.replay is not None else "config"
+            reason = str(exc)
+        except Exception as exc:  # a bug must cost one row, not the run
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+        return HostResult(entry, failed_status(entry, kind, reason), time.monotonic() - start, reason, kind)
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def fd_limit_parallel(wanted: int) -> int:
+    """Cap concurrency by RLIMIT_NOFILE, raising the soft limit toward the hard one if needed."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = FD_RESERVE + wanted * FDS_PER_HOST
+    if soft != resource.RLIM_INFINITY and need > soft:
+        new_soft = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new_soft, hard))
+            soft = new_soft
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, (soft - FD_RESERVE) // FDS_PER_HOST))
+
+
+class Progress:
+    """`done/total, failed, ETA` on one stderr line; only when stderr is a terminal."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool | None = None) -> None:
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.start = time.monotonic()
+        self._last = 0.0
+        self._width = 0
+
+    def update(self, done: int, failed: int, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < 0.1 and done < self.total:
+            return
+        self._last = now
+        elapsed = now - self.start
+        eta = "--" if done == 0 else f"{elapsed / done * (self.total - done):.0f}s"
+        bar_w = 24
+        filled = bar_w * done // max(1, self.total)
+        line = (f"[{'#' * filled}{'.' * (bar_w - filled)}] {done}/{self.total} done, "
+                f"{failed} failed, {elapsed:.0f}s elapsed, ETA {eta}")
+        pad = max(0, self._width - len(line))
+        self._width = len(line)
+        self.stream.write("\r" + line + " " * pad)
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+
+
+@dataclass
+class _Running:
+    started: float
+    deadline: float
+    host: Any = None
+    aborted: bool = False
+
+
+@dataclass
+class FleetRun:
+    results: list[HostResult]
+    elapsed: float
+    parallel: int
+    timeout: float
+    duplicates: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return worst_verdict([r.verdict for r in self.results])
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    def totals(self) -> dict[str, int]:
+        out = {v: 0 for v in ("critical", "warning", "unknown", "ok")}
+        for r in self.results:
+            out[r.verdict] = out.get(r.verdict, 0) + 1
+        return out
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.results if r.error is not None)
+
+
+def run_fleet(
+    entries: Sequence[HostEntry],
+    options: FleetOptions,
+    progress: Progress | None = None,
+    auditor: Auditor | None = None,
+) -> FleetRun:
+    """Audit every entry; returns one result per entry, in input order."""
+    started = time.monotonic()
+    total = len(entries)
+    auditor = auditor or Auditor(options)
+    parallel = fd_limit_parallel(max(1, min(options.parallel, total or 1)))
+    results: list[HostResult | None] = [None] * total
+    running: dict[int, _Running] = {}
+    lock = threading.Lock()
+    next_index = iter(range(total))
+    done_q: queue.SimpleQueue[tuple[int, HostResult]] = queue.SimpleQueue()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(next_index, None)
+                if i is None:
+                    return
+                now = time.monotonic()
+                slot = _Running(now, now + options.timeout)
+                running[i] = slot
+
+            def on_host(host: Host, slot: _Running = slot) -> None:
+                slot.host = host
+                if slot.aborted and hasattr(host, "abort"):
+                    host.abort()
+
+            res = auditor.audit(entries[i], on_host)
+            done_q.put((i, res))
+
+    def spawn() -> None:
+        threading.Thread(target=worker, name="fleet-worker", daemon=True).start()
+
+    for _ in range(min(parallel, total)):
+        spawn()
+    done = failed = 0
+    while done < total:
+        try:
+            i, res = done_q.get(timeout=0.1)
+        except queue.Empty:
+            i, res = -1, None
+        if res is not None and results[i] is None:
+            with lock:
+                running.pop(i, None)
+            results[i] = res
+            done += 1
+            failed += res.error is not None
+            if progress:
+                progress.update(done, failed)
+        now = time.monotonic()
+        with lock:
+            overdue = [(j, s) for j, s in running.items() if now >= s.deadline]
+        for j, slot in overdue:
+            if not slot.aborted:
+                slot.aborted = True
+                if slot.host is not None and hasattr(slot.host, "abort"):
+                    slot.host.abort()
+            elif now >= slot.deadline + GRACE and results[j] is None:
+                # The worker is stuck beyond the abort (e.g. in getaddrinfo):
+                # give the host up and replace the worker.
+                entry = entries[j]
+                reason = f"timed out after {options.timeout:g}s (the host did not give up when aborted)"
+                results[j] = HostResult(entry, failed_status(entry, "timeout", reason), now - slot.started,
+                                        reason, "timeout")
+                with lock:
+                    running.pop(j, None)
+                done += 1
+                failed += 1
+                if progress:
+                    progress.update(done, failed)
+                spawn()
+    if progress:
+        progress.finish()
+    final = [r for r in results if r is not None]
+    return FleetRun(final, time.monotonic() - started, parallel, options.timeout)
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def _yesno(value: object) -> str:
+    return {True: "yes", False: "no", None: "?"}.get(value, str(value))  # type: ignore[call-overload]
+
+
+def sort_results(results: Sequence[HostResult]) -> list[HostResult]:
+    return sorted(results, key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), r.target))
+
+
+def _top_finding(status: Status) -> Finding | None:
+    rank = {"critical": 0, "unknown": 1, "warning": 2, "info": 3}
+    return min(status.findings, key=lambda f: rank.get(f.severity, 9), default=None)
+
+
+def row(r: HostResult) -> dict[str, str]:
+    s = r.status
+    o, c, d, p = s.os, s.cpu, s.driver, s.persist
+    top = _top_finding(s)
+    if r.error is not None:
+        return {
+            "host": r.target, "os": "-", "aesni": "-", "driver": "-", "persisted": "-", "geli_software": "-",
+            "verdict": r.verdict, "finding": f"{r.error_kind}: {r.error}",
+        }
+    osname = " ".join(x for x in (o.name, o.release) if x) or "unknown"
+    if o.product:
+        osname += f" ({o.product})"
+    elif o.variant and o.variant not in ("freebsd", "unknown") and o.variant != (o.name or "").lower():
+        osname += f" ({o.variant})"
+    soft = [g.name for g in s.geli if g.accelerated is False]
+    persisted = "compiled in" if d.compiled_in else _yesno(p.configured)
+    if p.needed is False and not d.compiled_in:
+        persisted += " (not needed)"
+    return {
+        "host": r.target,
+        "os": osname,
+        "aesni": _yesno(c.aesni),
+        "driver": f"{d.name or '-'}: {d.state}",
+        "persisted": persisted,
+        "geli_software": ", ".join(soft) if soft else ("no" if s.geli else "-"),
+        "verdict": r.verdict,
+        "finding": f"{top.id}: {top.message}" if top else "",
+    }
+
+
+HEADERS = {
+    "host": "host", "os": "OS / release", "aesni": "CPU AES-NI", "driver": "driver", "persisted": "persisted",
+    "geli_software": "GELI on software", "verdict": "verdict", "finding": "top finding",
+}
+
+
+def _clip(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_table(run: FleetRun) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for r in sort_results(run.results):
+        cells = row(r)
+        cells["verdict"] = cells["verdict"].upper()
+        cells["finding"] = _clip(cells["finding"])
+        rows.append([cells[k] for k in HEADERS])
+    out = tabulate(rows, headers=list(HEADERS.values()), tablefmt="simple")
+    totals = run.totals()
+    parts = [f"{n} {v}" for v, n in totals.items() if n]
+    summary = f"{len(run.results)} hosts: " + ", ".join(parts)
+    if run.failed:
+        summary += f" ({run.failed} could not be audited)"
+    summary += f"; {run.elapsed:.1f}s, parallel {run.parallel}, timeout {run.timeout:g}s"
+    tot = tabulate([[v.upper(), totals[v]] for v in totals], headers=["verdict", "hosts"], tablefmt="simple")
+    return f"{out}\n\n{tot}\n\n{summary}\n"
+
+
+def document(run: FleetRun) -> dict[str, Any]:
+    return {
+        "schema": 1,
+        "fleet": {
+            "hosts": len(run.results),
+            "verdict": run.verdict,
+            "totals": run.totals(),
+            "failed": run.failed,
+            "elapsed_s": round(run.elapsed, 3),
+            "parallel": run.parallel,
+            "timeout_s": run.timeout,
+            "duplicates": run.duplicates,
+        },
+        "hosts": [r.to_dict() for r in sort_results(run.results)],
+    }
+
+
+CSV_FIELDS = (
+    "host", "target", "os", "variant", "release", "arch", "cpu_aesni", "driver", "driver_state",
+    "persisted", "persist_needed", "geli_software", "verdict", "top_finding_id", "top_finding",
+    "error_kind", "error", "elapsed_s",
+)
+
+
+def render_csv(run: FleetRun) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for r in sort_results(run.results):
+        s = r.status
+        top = _top_finding(s)
+        ok = r.error is None
+        w.writerow({
+            "host": s.host,
+            "target": r.target,
+            "os": s.os.name or "",
+            "variant": s.os.variant if ok else "",
+            "release": s.os.release or "",
+            "arch": s.os.arch or "",
+            "cpu_aesni": "" if s.cpu.aesni is None else str(s.cpu.aesni).lower(),
+            "driver": s.driver.name or "",
+            "driver_state": s.driver.state if ok else "",
+            "persisted": "" if s.persist.configured is None else str(s.persist.configured).lower(),
+            "persist_needed": "" if s.persist.needed is None else str(s.persist.needed).lower(),
+            "geli_software": " ".join(g.name for g in s.geli if g.accelerated is False),
+            "verdict": r.verdict,
+            "top_finding_id": top.id if top else "",
+            "top_finding": top.message if top else "",
+            "error_kind": r.error_kind or "",
+            "error": r.error or "",
+            "elapsed_s": f"{r.elapsed:.3f}",
+        })
+    return buf.getvalue()
+
+
+def render(run: FleetRun, fmt: str) -> str:
+    if fmt == "json":
+        from bsdcrypt.report import to_json
+
+        return to_json(document(run))
+    if fmt == "yaml":
+        from bsdcrypt.report import to_yaml
+
+        return to_yaml(document(run))
+    if fmt == "csv":
+        return render_csv(run)
+    return render_table(run)
+
+
+def default_parallel() -> int:
+    """Handshakes are mostly waiting on the network; 32 keeps a 2-core client busy without thrashing."""
+    return max(8, min(DEFAULT_PARALLEL, 16 * (os.cpu_count() or 2)))
+
+
+def wall_time_bound(hosts: int, parallel: int, timeout: float) -> float:
+    return math.ceil(hosts / max(1, parallel)) * (timeout + GRACE)

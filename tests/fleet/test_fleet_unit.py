@@ -1,0 +1,215 @@
+"""fleet and ssh pieces that need no sshd: deadlines, resolution errors, known_hosts, config, progress."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import io
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bsdcrypt.errors import HostError
+from bsdcrypt.fleet import GRACE, Auditor, FleetOptions, Progress, fd_limit_parallel, run_fleet
+from bsdcrypt.host import Host, RunResult
+from bsdcrypt.hostsfile import parse_hosts
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class _Stuck:
+    """A host whose run ignores abort() and never returns (like a hung resolver)."""
+
+    name = spec = "stuck"
+
+    def __init__(self) -> None:
+        self.aborted = threading.Event()
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        threading.Event().wait(60)
+        raise AssertionError("unreachable")
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+    def close(self) -> None:
+        pass
+
+
+class _Slow:
+    """Honours abort(): fails as soon as it is aborted, like SSHHost."""
+
+    name = spec = "slow"
+
+    def __init__(self) -> None:
+        self.aborted = threading.Event()
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        if self.aborted.wait(60):
+            raise HostError("timed out (aborted)")
+        raise AssertionError("unreachable")
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+    def close(self) -> None:
+        pass
+
+
+def test_hard_deadline_bounds_wall_time_even_when_a_host_ignores_abort() -> None:
+    hosts: dict[str, Host] = {"stuck.example": _Stuck(), "slow.example": _Slow()}
+
+    class A(Auditor):
+        def make_host(self, entry):  # type: ignore[no-untyped-def]
+            return hosts[entry.host]
+
+    entries = parse_hosts("stuck.example\nslow.example\n", "h").entries
+    opts = FleetOptions(parallel=2, timeout=0.5)
+    start = time.monotonic()
+    run = run_fleet(entries, opts, auditor=A(opts))
+    elapsed = time.monotonic() - start
+    assert elapsed < 0.5 + GRACE + 0.5
+    by = {r.entry.host: r for r in run.results}
+    assert by["stuck.example"].error_kind == "timeout"
+    assert by["slow.example"].error_kind == "error" or by["slow.example"].error_kind == "timeout"
+    assert hosts["slow.example"].aborted.is_set()  # type: ignore[attr-defined]
+    assert run.exit_code == 3
+
+
+def test_name_resolution_failure_is_a_row(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def no_dns(*args: object, **kwargs: object) -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)  # nothing leaves the machine
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n")
+    entries = parse_hosts("root@nosuchhost.invalid\n", "h").entries
+    run = run_fleet(entries, FleetOptions(timeout=2, ssh_config=str(cfg)))
+    r = run.results[0]
+    assert r.error_kind == "resolve"
+    assert "cannot resolve nosuchhost.invalid" in (r.error or "")
+
+
+def _blob(seed: bytes) -> tuple[str, bytes]:
+    blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + hashlib.sha256(seed).digest()
+    return base64.b64encode(blob).decode(), blob
+
+
+def test_known_hosts_plain_hashed_patterns_revoked(tmp_path: Path) -> None:
+    from bsdcrypt.ssh import KnownHosts
+
+    b64a, blob_a = _blob(b"a")
+    b64b, blob_b = _blob(b"b")
+    salt = b"0123456789abcdef0123"
+    digest = hmac.digest(salt, b"[10.0.0.9]:2222", "sha1")
+    hashed = f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
+    path = tmp_path / "known_hosts"
+    path.write_text(
+        "# comment\n"
+        f"fw1.example,192.0.2.1 ssh-ed25519 {b64a}\n"
+        f"{hashed} ssh-ed25519 {b64b}\n"
+        f"*.lab.example,!bad.lab.example ssh-ed25519 {b64a}\n"
+        f"@revoked old.example ssh-ed25519 {b64b}\n"
+        f"@cert-authority *.example ssh-ed25519 {b64b}\n"
+        "garbage line\n"
+    )
+    kh = KnownHosts()
+    kh.load(str(path))
+    kh.load(str(path))  # loaded once
+    assert [k.blob for k in kh.lookup("FW1.example")] == [blob_a]
+    assert [k.blob for k in kh.lookup("[10.0.0.9]:2222")] == [blob_b]
+    assert kh.lookup("10.0.0.9") == []
+    assert [k.blob for k in kh.lookup("x.lab.example")] == [blob_a]
+    assert kh.lookup("bad.lab.example") == []
+    assert [k.revoked for k in kh.lookup("old.example")] == [True]
+    assert kh.lookup("www.example") == []  # @cert-authority lines are not host keys
+    kh.add(str(path), "[new.example]:2200", "ssh-ed25519", blob_a, hashed=True)
+    assert [k.blob for k in kh.lookup("[new.example]:2200")] == [blob_a]
+    fresh = KnownHosts()
+    fresh.load(str(path))
+    assert [k.blob for k in fresh.lookup("[new.example]:2200")] == [blob_a]
+    assert "new.example" not in path.read_text()  # written hashed
+
+
+def test_ssh_config_is_honoured(tmp_path: Path) -> None:
+    from bsdcrypt.ssh import SSHContext, SSHError
+
+    cfg = tmp_path / "config"
+    cfg.write_text(
+        "Host fw\n"
+        "    HostName 192.0.2.7\n"
+        "    User admin\n"
+        "    Port 2200\n"
+        "    IdentityFile ~/.ssh/fw_%r\n"
+        "    ProxyJump jump@bastion.example:22\n"
+        "    ConnectTimeout 7\n"
+        "    HostKeyAlias fw-key\n"
+        "Host px\n"
+        "    ProxyCommand nc %h %p\n"
+        "    StrictHostKeyChecking accept-new\n"
+        "Host *\n"
+        "    UserKnownHostsFile ~/kh1 ~/kh2\n"
+    )
+    ctx = SSHContext(str(cfg))
+    t = ctx.target("fw")
+    assert (t.hostname, t.user, t.port, t.connect_timeout) == ("192.0.2.7", "admin", 2200, 7.0)
+    assert t.identity_files == [str(Path("~/.ssh/fw_admin").expanduser())]
+    assert t.proxy_jump == "jump@bastion.example:22"
+    assert t.known_hosts_name == "[fw-key]:2200"
+    assert t.user_known_hosts == [str(Path("~/kh1").expanduser()), str(Path("~/kh2").expanduser())]
+    assert t.accept_new is False
+    override = ctx.target("fw", user="root", port=22)
+    assert (override.user, override.port) == ("root", 22)
+    px = ctx.target("px")
+    assert px.proxy_command == "nc px 22" and px.accept_new is True
+    assert ctx.target("px", port=2222).proxy_command == "nc px 2222"
+    with pytest.raises(SSHError, match="no ssh config file"):
+        SSHContext(str(tmp_path / "missing"))
+
+
+def test_progress_only_on_a_terminal() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    p = Progress(4, tty)
+    p.update(1, 0, force=True)
+    p.update(4, 1, force=True)
+    p.finish()
+    text = tty.getvalue()
+    assert "1/4 done, 0 failed" in text and "4/4 done, 1 failed" in text and "ETA" in text
+    assert text.endswith("\r")
+    pipe = io.StringIO()
+    Progress(4, pipe).update(2, 0, force=True)
+    assert pipe.getvalue() == ""
+
+
+def test_fd_limit_caps_parallel() -> None:
+    assert 1 <= fd_limit_parallel(10_000_000) < 10_000_000
+    assert fd_limit_parallel(4) == 4
+
+
+def test_replay_fleet_never_imports_paramiko() -> None:
+    rec = next(iter(sorted((REPO / "fixtures" / "hosts").glob("*.yaml"))), None)
+    if rec is None:
+        pytest.skip("no recordings in fixtures/hosts yet")
+    code = (
+        "import sys\n"
+        "from bsdcrypt.cli import main\n"
+        "sys.argv = ['bsdcrypt', 'fleet-audit', '-', '-q', '-f', 'json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "assert 'paramiko' not in sys.modules, 'paramiko imported'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input=f"replay:{rec}\n", capture_output=True, text=True, cwd=REPO,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert '"hosts"' in proc.stdout
