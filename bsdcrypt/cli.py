@@ -131,7 +131,8 @@ def main() -> None:
     try:
         app()
     except BsdcryptError as exc:
-        fail(str(exc))
+        typer.echo(f"bsdcrypt: {exc}", err=True)
+        sys.exit(3)
     except KeyboardInterrupt:
         typer.echo("bsdcrypt: interrupted", err=True)
         sys.exit(130)

@@ -1,0 +1,54 @@
+"""How long `bsdcrypt status` takes against a recording, as a user runs it (a fresh process each time).
+
+Goal (issue 2): median <= 0.25 s on the 2-core dev machine. Usage:
+    python benchmarks/status_bench.py [--runs 30] [--recording NAME]
+Prints the median, p90 and max wall time, and the in-process time of gather+assess per recording.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wall_times(cmd: list[str], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--recording", default="freebsd-12.2-bhyve-geli-software-aesni-kldloaded")
+    args = ap.parse_args()
+    exe = shutil.which("bsdcrypt") or sys.exit("install bsdcrypt first (pip install -e .)")
+    for fmt in ("table", "json"):
+        times = sorted(wall_times([exe, "status", "--host", f"replay:{args.recording}", "--format", fmt], args.runs))
+        p90 = times[int(len(times) * 0.9) - 1]
+        print(f"status --format {fmt:5}: median {statistics.median(times):.3f}s  p90 {p90:.3f}s  max {times[-1]:.3f}s"
+              f"  ({args.runs} runs)")
+    sys.path.insert(0, str(ROOT))
+    from bsdcrypt.pipeline import status_of
+    from bsdcrypt.recording import ReplayHost
+
+    paths = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
+    t0 = time.perf_counter()
+    for p in paths:
+        status_of(ReplayHost.from_file(p))
+    per = (time.perf_counter() - t0) / len(paths)
+    print(f"in-process load+gather+assess: {per * 1000:.1f} ms per recording ({len(paths)} recordings)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from bsdcrypt.cli import main
+
+main()

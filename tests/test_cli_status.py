@@ -1,0 +1,104 @@
+"""`bsdcrypt status`, `record` and `recordings` as a user runs them (a real process each time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT, check=False, timeout=120
+    )
+
+
+def test_status_table_on_a_shipped_recording_by_name() -> None:
+    r = run("status", "--host", "replay:freebsd-12.2-bhyve-geli-software-aesni-kldloaded")
+    assert r.returncode == 2, r.stderr
+    assert "aesni: loaded" in r.stdout and "CRITICAL" in r.stdout and "geli-software" in r.stdout
+    assert r.stderr == ""
+
+
+@pytest.mark.parametrize(("fmt", "load"), [("json", json.loads), ("yaml", yaml.safe_load)])
+def test_status_json_and_yaml_carry_the_schema(fmt: str, load: object) -> None:
+    r = run("status", "--host", "replay:freebsd-13.0-hyperv-builtin", "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    doc = load(r.stdout)  # type: ignore[operator]
+    assert doc["schema"] == 1
+    assert set(doc) >= {"host", "os", "cpu", "driver", "persist", "geli", "findings", "verdict"}
+    assert doc["os"]["release"] == "13.0-RELEASE-p4" and doc["driver"]["state"] == "builtin"
+    assert set(doc["os"]) >= {"name", "variant", "release", "osreldate", "arch"}
+    assert set(doc["cpu"]) >= {"model", "aesni", "sha", "hypervisor"}
+    assert set(doc["driver"]) >= {"name", "state", "attached", "algorithms"}
+    assert set(doc["persist"]) >= {"configured", "needed", "source"}
+
+
+def test_status_nagios_line_and_exit_code() -> None:
+    r = run("status", "--host", "replay:pfsense-2.4.5-celeron-j3160-not-loaded", "--format", "nagios")
+    assert r.returncode == 1
+    assert r.stdout.startswith("BSDCRYPT WARNING: ") and r.stdout.count("\n") == 1 and " | " in r.stdout
+
+
+def test_status_on_this_linux_machine_says_so_and_exits_3() -> None:
+    r = run("status")
+    assert r.returncode == 3
+    assert "Linux" in r.stdout and "not-freebsd" in r.stdout
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["status", "--host", "replay:/nonexistent.yaml"], "no recording"),
+        (["status", "--host", "replay:no-such-recording"], "no recording"),
+        (["status", "--format", "xml", "--host", "replay:freebsd-13.0-hyperv-builtin"], "unknown format"),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(args: list[str], message: str) -> None:
+    r = run(*args)
+    assert r.returncode in (2, 3)
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_garbage_recording_is_a_clean_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"\xff\xfe not yaml at all: [")
+    r = run("status", "--host", f"replay:{bad}")
+    assert r.returncode == 3 and "Traceback" not in r.stderr and r.stderr.startswith("bsdcrypt: ")
+
+
+def test_record_then_replay_gives_the_same_status(tmp_path: Path) -> None:
+    out = tmp_path / "me.yaml"
+    r = run("record", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    direct = json.loads(run("status", "--format", "json").stdout)
+    replayed = json.loads(run("status", "--format", "json", "--host", f"replay:{out}").stdout)
+    for key in ("os", "cpu", "driver", "persist", "findings", "verdict"):
+        assert replayed[key] == direct[key]
+
+
+def test_record_redact_hides_the_hostname(tmp_path: Path) -> None:
+    import socket
+
+    out = tmp_path / "r.yaml"
+    assert run("record", "-o", str(out), "--redact").returncode == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["redacted"] is True and doc["host"] == "host.example"
+    name = socket.gethostname()
+    uname = doc["steps"]["uname_a"]["out"]
+    assert f" {name} " not in uname and "host.example" in uname
+
+
+def test_recordings_lists_the_shipped_ones() -> None:
+    r = run("recordings")
+    assert r.returncode == 0
+    names = r.stdout.split()
+    assert "freebsd-13.0-hyperv-builtin" in names and len(names) >= 15
