@@ -56,7 +56,11 @@ def _root(
 
 FormatOpt = Annotated[
     str,
-    typer.Option("--format", "-f", help="table, json, yaml or nagios (one line, monitoring-plugins exit codes)."),
+    typer.Option(
+        "--format",
+        "-f",
+        help="table, json, yaml, nagios (one line, monitoring-plugins exit codes) or prometheus (textfile collector).",
+    ),
 ]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the probe.")]
 
@@ -67,8 +71,16 @@ def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
     return fmt
 
 
+OutputOpt = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt.prom), not stdout."),
+]
+
+
 @app.command()
-def status(host: HostOpt = "local", fmt: FormatOpt = "table", timeout: TimeoutOpt = 120.0) -> None:
+def status(
+    host: HostOpt = "local", fmt: FormatOpt = "table", timeout: TimeoutOpt = 120.0, output: OutputOpt = None
+) -> None:
     """Is kernel AES acceleration available, active and persisted here, and what to do.
 
     Exit status: 0 OK, 1 warning (action recommended), 2 critical, 3 unknown or error.
@@ -79,8 +91,18 @@ def status(host: HostOpt = "local", fmt: FormatOpt = "table", timeout: TimeoutOp
 
     _check_format(fmt, FORMATS)
     result = status_of(parse_host_spec(host), timeout=timeout)
-    typer.echo(render(result, fmt), nl=False)
+    write_report(render(result, fmt), output)
     raise typer.Exit(result.exit_code)
+
+
+def write_report(text: str, output: str | None) -> None:
+    """Print a report, or write it atomically (temp file in the same directory + rename, mode 0644)."""
+    if output is None or output == "-":
+        typer.echo(text, nl=False)
+        return
+    from bsdcrypt.fsutil import atomic_write_text
+
+    atomic_write_text(output, text, mode=0o644)
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""Renderers: table (default), JSON, YAML and the monitoring-plugins line."""
+"""Renderers: table (default), JSON, YAML, the monitoring-plugins line and Prometheus text."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from bsdcrypt.status import Status
 
-FORMATS = ("table", "json", "yaml", "nagios")
+FORMATS = ("table", "json", "yaml", "nagios", "prometheus")
 
 
 def _yesno(value: bool | None) -> str:
@@ -73,10 +73,11 @@ def nagios(s: Status) -> str:
     label = {"ok": "OK", "warning": "WARNING", "critical": "CRITICAL", "unknown": "UNKNOWN"}[s.verdict]
     top = next((f for f in sorted(s.findings, key=_sev_rank, reverse=True)), None)
     text = top.message if top else f"{s.driver.name} {s.driver.state}, kernel AES accelerated"
+    text = " ".join(text.replace("|", "/").split()) or (top.id if top else label)  # one line, no |
     active = 1 if s.driver.attached and s.driver.accelerates_aes else 0
     soft = sum(1 for g in s.geli if g.accelerated is False)
     perf = f"aes_active={active};;;0;1 persisted={1 if s.persist.configured else 0};;;0;1 geli_software={soft};;;0"
-    return f"BSDCRYPT {label}: {text.replace('|', '/')} | {perf}\n"
+    return f"BSDCRYPT {label}: {text} | {perf}\n"
 
 
 def _sev_rank(f: Any) -> int:
@@ -90,4 +91,10 @@ def render(s: Status, fmt: str) -> str:
         return to_yaml(s.to_dict())
     if fmt == "nagios":
         return nagios(s)
+    if fmt == "prometheus":
+        import time
+
+        from bsdcrypt import prometheus
+
+        return prometheus.render([s], timestamp=time.time())
     return table(s)

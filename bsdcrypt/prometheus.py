@@ -1,0 +1,191 @@
+"""Prometheus text exposition (node_exporter textfile collector) for one host or a fleet.
+
+`render(statuses)` is used by `status --format prometheus`, `analyze` and fleet reports. The
+output follows the text exposition format 0.0.4: every family has one `# HELP` and one `# TYPE`
+line and its samples directly after them (families never interleave), label values are escaped
+(backslash, double quote, line feed), and samples carry no timestamps (the textfile collector
+rejects them). A value bsdcrypt could not determine is left out rather than reported as 0.
+
+Every host's series carry the labels `host` (the name the host reports) and `source` (how it was
+reached: local, user@host:port, replay:FILE, ansible:FILE#HOST), so two hosts with the same name
+stay distinct. The metric names are documented in docs/monitoring.md; keep them stable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from bsdcrypt.status import EXIT_CODES, Status
+
+PREFIX = "bsdcrypt_"
+FREEBSD_FAMILY = frozenset({"FreeBSD", "MidnightBSD"})  # GELI exists there only
+VERDICTS: tuple[str, ...] = tuple(EXIT_CODES)  # ok, warning, critical, unknown
+SEVERITIES: tuple[str, ...] = ("info", "warning", "critical", "unknown")
+
+Labels = tuple[tuple[str, str], ...]
+Sample = tuple[Labels, float]
+
+
+def escape_label_value(value: str) -> str:
+    """Label value escaping of the text format: \\ -> \\\\, " -> \\", line feed -> \\n."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    """HELP text escaping: only backslash and line feed."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _bool(value: bool | None) -> float | None:
+    return None if value is None else (1.0 if value else 0.0)
+
+
+def _host_labels(s: Status) -> Labels:
+    return (("host", s.host or ""), ("source", s.source or ""))
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    help: str
+    samples: Callable[[Status], Iterable[tuple[Labels, float | None]]]
+    type: str = "gauge"
+
+
+def _one(get: Callable[[Status], float | None]) -> Callable[[Status], Iterable[tuple[Labels, float | None]]]:
+    return lambda s: [((), get(s))]
+
+
+def _aes_active(s: Status) -> Iterable[tuple[Labels, float | None]]:
+    d = s.driver
+    if d.attached is None:
+        return []
+    active = d.attached is True and d.accelerates_aes is True
+    return [((("driver", d.name or ""),), 1.0 if active else 0.0)]
+
+
+def _driver_states(s: Status) -> Iterable[tuple[Labels, float | None]]:
+    out: list[tuple[Labels, float | None]] = []
+    for d in (s.driver, *s.other_drivers):
+        if d.name is None and d.state == "unknown":
+            continue
+        out.append(((("driver", d.name or ""), ("state", d.state)), 1.0))
+    return out
+
+
+def _geli_count(pred: Callable[[Status], Iterable[bool]]) -> Callable[[Status], Iterable[tuple[Labels, float | None]]]:
+    def samples(s: Status) -> Iterable[tuple[Labels, float | None]]:
+        if s.os.name not in FREEBSD_FAMILY:
+            return []
+        return [((), float(sum(1 for x in pred(s) if x)))]
+
+    return samples
+
+
+def _info(s: Status) -> Iterable[tuple[Labels, float | None]]:
+    o = s.os
+    labels = (
+        ("os", o.name or ""),
+        ("variant", o.variant or ""),
+        ("product", o.product or ""),
+        ("release", o.release or ""),
+        ("arch", o.arch or ""),
+        ("kernel_ident", o.kernel_ident or ""),
+        ("cpu_model", s.cpu.model or ""),
+        ("hypervisor", (s.cpu.hypervisor or "") if s.cpu.vm else ""),
+    )
+    return [(labels, 1.0)]
+
+
+def _findings(s: Status) -> Iterable[tuple[Labels, float | None]]:
+    seen: set[str] = set()
+    out: list[tuple[Labels, float | None]] = []
+    for f in s.findings:
+        if f.id in seen:
+            continue
+        seen.add(f.id)
+        out.append(((("id", f.id), ("severity", f.severity)), 1.0))
+    return out
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("info", "Host facts as labels (OS, variant, release, arch, kernel ident, CPU); value is always 1.", _info),
+    Family(
+        "aesni_active",
+        "1 if the kernel AES accelerator (aesni on x86, armv8crypto on arm64) is attached and accelerates AES.",
+        _aes_active,
+    ),
+    Family("cpu_aes", "1 if the CPU offers AES instructions to the kernel (AESNI feature flag, AES on arm64).",
+           _one(lambda s: _bool(s.cpu.aesni))),
+    Family("cpu_sha", "1 if the CPU offers SHA extensions.", _one(lambda s: _bool(s.cpu.sha))),
+    Family("driver_state",
+           "Crypto driver state (builtin, loaded, not-loaded, no-device, missing, unknown); value is always 1.",
+           _driver_states),
+    Family("persisted", "1 if the accelerator survives a reboot (compiled in, or an effective <driver>_load=YES).",
+           _one(lambda s: _bool(s.persist.configured))),
+    Family("persist_needed", "1 if a loader.conf line is needed at all (0 where the kernel has the driver built in).",
+           _one(lambda s: _bool(s.persist.needed))),
+    Family("geli_providers", "GELI providers attached.", _geli_count(lambda s: (True for _ in s.geli))),
+    Family("geli_software_providers", "GELI providers doing their crypto in software.",
+           _geli_count(lambda s: (g.accelerated is False for g in s.geli))),
+    Family("geli_needs_reattach_providers",
+           "GELI providers on software crypto although an accelerator is attached now (re-attach them).",
+           _geli_count(lambda s: (g.needs_reattach for g in s.geli))),
+    Family("finding", "A finding reported for the host (see docs/findings.md); value is always 1.", _findings),
+    Family("verdict", "The host's verdict as a state set: 1 for the current verdict, 0 for the others.",
+           lambda s: [((("verdict", v),), 1.0 if s.verdict == v else 0.0) for v in VERDICTS]),
+    Family("exit_code", "Monitoring-plugins exit status: 0 ok, 1 warning, 2 critical, 3 unknown.",
+           _one(lambda s: float(s.exit_code))),
+)
+
+
+def _sample_line(name: str, labels: Labels, value: float) -> str:
+    if labels:
+        inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels)
+        return f"{name}{{{inner}}} {format_value(value)}"
+    return f"{name} {format_value(value)}"
+
+
+def render(statuses: Sequence[Status], *, timestamp: float | None = None) -> str:
+    """The exposition text for the statuses (one or a fleet). A family without samples is omitted.
+
+    `timestamp` (seconds since the epoch) adds `bsdcrypt_last_run_timestamp_seconds`, so a stale
+    textfile can be alerted on.
+    """
+    lines: list[str] = []
+    for fam in FAMILIES:
+        name = PREFIX + fam.name
+        body: list[str] = []
+        seen: set[Labels] = set()
+        for s in statuses:
+            host = _host_labels(s)
+            for extra, value in fam.samples(s):
+                if value is None:
+                    continue
+                labels = host + extra
+                if labels in seen:  # the same host twice: one series only, the first wins
+                    continue
+                seen.add(labels)
+                body.append(_sample_line(name, labels, value))
+        if body:
+            lines += [f"# HELP {name} {escape_help(fam.help)}", f"# TYPE {name} {fam.type}", *body]
+    if timestamp is not None:
+        name = PREFIX + "last_run_timestamp_seconds"
+        lines += [
+            f"# HELP {name} When bsdcrypt wrote these metrics, in seconds since the epoch.",
+            f"# TYPE {name} gauge",
+            f"{name} {format_value(float(timestamp))}",
+        ]
+    return "\n".join(lines) + "\n" if lines else ""

@@ -1,0 +1,92 @@
+"""`--format nagios` against the monitoring-plugins development guidelines:
+
+* one line of output: `SERVICE STATUS: information text | perfdata`;
+* STATUS is OK, WARNING, CRITICAL or UNKNOWN and matches the exit code 0, 1, 2, 3;
+* the text holds no `|` (it starts the performance data);
+* perfdata is space-separated `'label'=value[UOM];[warn];[crit];[min];[max]`: a label quoted with
+  single quotes when it has spaces, `=` or `'`; value `[-0-9.]` or `U`; UOM one of none, s, ms, us, %,
+  B, KB, MB, TB, c; warn/crit in range format `[@][start:][end]`; min/max numbers; trailing empty
+  fields may be dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bsdcrypt.pipeline import status_of
+from bsdcrypt.recording import ReplayHost
+from bsdcrypt.report import nagios
+from bsdcrypt.status import Finding, GeliInfo, Status
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
+CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
+STATES = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
+
+LABEL = r"(?:'(?:[^'=]|'')+'|[^'=\s]+)"
+NUM = r"-?[0-9]+(?:\.[0-9]+)?"
+UOM = r"(?:s|ms|us|%|B|KB|MB|TB|c)?"
+RANGE = rf"(?:@?(?:(?:{NUM}|~):)?(?:{NUM})?)"
+PERF = re.compile(rf"^{LABEL}=(?:{NUM}|U){UOM}(?:;{RANGE}(?:;{RANGE}(?:;(?:{NUM})?(?:;(?:{NUM})?)?)?)?)?$")
+LINE = re.compile(r"^(\S+) (OK|WARNING|CRITICAL|UNKNOWN): ([^|\n]+?)(?: \| (.*))?$")
+
+
+def check_plugin_output(out: str, exit_code: int) -> dict[str, str]:
+    """Assert the guidelines; return label -> value of the perfdata."""
+    assert out.endswith("\n") and out.count("\n") == 1, f"not one line: {out!r}"
+    m = LINE.match(out[:-1])
+    assert m, f"not 'SERVICE STATUS: text | perfdata': {out!r}"
+    service, state, text, perf = m.groups()
+    assert STATES[state] == exit_code
+    assert text.strip() == text and text
+    values: dict[str, str] = {}
+    for item in (perf or "").split(" "):
+        assert PERF.match(item), f"bad perfdata {item!r}"
+        label, rest = item.rsplit("=", 1)
+        values[label.strip("'")] = rest.split(";")[0]
+    return values
+
+
+@pytest.mark.parametrize("path", HOSTS, ids=[p.stem for p in HOSTS])
+def test_every_recording_gives_a_guideline_line(path: Path) -> None:
+    s = status_of(ReplayHost.from_file(path))
+    perf = check_plugin_output(nagios(s), s.exit_code)
+    assert set(perf) == {"aes_active", "persisted", "geli_software"}
+    assert perf["geli_software"] == str(sum(g.accelerated is False for g in s.geli))
+    if s.driver.attached is not None:
+        assert perf["aes_active"] == ("1" if s.driver.attached and s.driver.accelerates_aes else "0")
+
+
+@pytest.mark.parametrize("path", HOSTS[:6], ids=[p.stem for p in HOSTS[:6]])
+def test_cli_exit_code_matches_the_status_word(path: Path) -> None:
+    r = subprocess.run([*CLI, "status", "--host", f"replay:{path}", "--format", "nagios"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.stderr == ""
+    check_plugin_output(r.stdout, r.returncode)
+
+
+severity = st.sampled_from(["info", "warning", "critical", "unknown"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(st.tuples(st.text(max_size=60), severity), max_size=4),
+    attached=st.sampled_from([True, False, None]),
+    configured=st.sampled_from([True, False, None]),
+    geli=st.lists(st.sampled_from([True, False, None]), max_size=3),
+)
+def test_any_status_gives_a_guideline_line(
+    messages: list[tuple[str, str]], attached: bool | None, configured: bool | None, geli: list[bool | None]
+) -> None:
+    s = Status(host="h", source="local")
+    s.driver.attached, s.driver.accelerates_aes, s.persist.configured = attached, attached, configured
+    s.geli = [GeliInfo(f"da{i}.eli", "AES-XTS", 256, "x", g, False) for i, g in enumerate(geli)]
+    s.findings = [Finding(f"f{i}", sev, msg, "r") for i, (msg, sev) in enumerate(messages)]  # type: ignore[arg-type]
+    check_plugin_output(nagios(s), s.exit_code)
