@@ -971,21 +971,6 @@ def cleanup_leftovers(host: Host, progress: Callable[[str], None] | None = None)
     return report
 
 
-def after_enable(host: Host, driver: str | None, params: BenchParams | None = None) -> str:
-    """Hook for `enable --bench` as enable.py calls it today: measure once, after enabling.
-
-    Without a "before" (see docs/bench.md for the before/after flow with `measure` and
-    `compare`) the summary is the absolute GELI figure against the bare md ceiling.
-    """
-    from bsdcrypt.commands.bench import render_table
-
-    try:
-        result = measure(host, params or BenchParams(), HostFacts(driver=driver))
-    except BenchError as exc:
-        return f"bench: {exc}"
-    return render_table(result, compare(None, result))
-
-
 # --------------------------------------------------------------------------- userland
 
 

@@ -95,21 +95,24 @@ def _confirm(yes: bool) -> None:
         raise typer.Exit(1)
 
 
-def _run_bench(host: Any, driver: str | None) -> None:
-    """The --bench hook: bsdcrypt.bench (the bench engineer's module) measures after enabling.
+def _measure(host: Any, status: Any, when: str) -> Any:
+    """One GELI-on-md measurement for --bench (bsdcrypt.bench); None, with a message, if it failed."""
+    from bsdcrypt.bench import BenchError, BenchParams, HostFacts, measure
 
-    Contract: `bsdcrypt.bench.after_enable(host, driver) -> str` returns a printable summary.
-    """
+    typer.echo(f"--bench: measuring {when} (GELI on a swap-backed md device, then the bare md ceiling)...", err=True)
     try:
-        from bsdcrypt import bench
-    except ImportError:
-        typer.echo("--bench: the benchmark module is not available in this build.", err=True)
-        return
-    hook = getattr(bench, "after_enable", None)
-    if hook is None:
-        typer.echo("--bench: bsdcrypt.bench has no after_enable() hook yet.", err=True)
-        return
-    typer.echo(hook(host, driver))
+        return measure(host, BenchParams(), HostFacts.from_status(status))
+    except BenchError as exc:
+        typer.echo(f"--bench ({when}): {exc}", err=True)
+        return None
+
+
+def _report_bench(before: Any, after: Any) -> None:
+    from bsdcrypt.bench import compare
+    from bsdcrypt.commands.bench import render_table
+
+    if after is not None:
+        typer.echo(render_table(after, compare(before, after)), nl=False)
 
 
 PlanFor = Callable[[PlanInput, list[tuple[str, bytes]]], Plan]
@@ -145,12 +148,17 @@ def _execute(
         if not plan.changes_something:
             if fmt == "text":
                 typer.echo("nothing to change.")
+            if bench and not dry_run:
+                # Compiled in (or already loaded): no "before" exists on this kernel; report the absolute figure.
+                _report_bench(None, _measure(host, status, "with the driver as it is"))
             raise typer.Exit(0)
         if dry_run:
             if fmt == "text":
-                typer.echo("dry run: nothing changed.")
+                typer.echo("dry run: nothing changed." + (" (--bench would measure before and after)" if bench else ""))
             raise typer.Exit(0)
         _confirm(yes)
+        loads_driver = any(isinstance(a, RunCommand) and a.argv[:1] == ("kldload",) for a in plan.actions)
+        before = _measure(host, status, "before enabling") if bench and loads_driver else None
         perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"))
         if plan.writes:
             from bsdcrypt.loaderconf import effective, is_yes
@@ -162,7 +170,8 @@ def _execute(
             state = "in effect" if is_yes(eff) else "not in effect"
             typer.echo(f'  re-read: {driver}_load="YES" is {state} ({where})', err=fmt == "json")
         if bench:
-            _run_bench(host, inp.driver)
+            after_status = assess(gather(host), host.name, host.spec)
+            _report_bench(before, _measure(host, after_status, "after enabling"))
     finally:
         host.close()
 
