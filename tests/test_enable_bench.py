@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_bench import ScriptedHost
 from typer.testing import CliRunner
 
 from bsdcrypt.host import RunResult
 from bsdcrypt.probe import PROBE_MAGIC, Step, render
 from bsdcrypt.recording import load
-from tests.test_bench import ScriptedHost
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 
