@@ -138,6 +138,8 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
             aes = "AESNI" in cpu.features2
         if cpu.stdext is not None:
             sha = "SHA" in cpu.stdext
+        elif cpu.features2 is not None:
+            sha = False  # identcpu.c prints no Structured Extended Features line when there are none
     # An attached driver is proof of what the CPU offers, whatever dmesg kept.
     for msg in dmesg.drivers:
         if msg.driver in ("aesni", "armv8crypto") and msg.attached:

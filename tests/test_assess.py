@@ -15,6 +15,11 @@ HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 
 # recording: (variant, driver state, attached, persisted, verdict, finding ids)
 EXPECTED = {
+    "freebsd-10.2-kvm-digitalocean-geli-hardware-kldloaded": ("freebsd", "loaded", True, False, "warning", ["not-persisted"]),
+    "freebsd-12.2-i386-pentium-m-no-aesni-not-loaded": ("freebsd", "not-loaded", False, False, "ok", ["cpu-no-aesni"]),
+    "freebsd-14.0-current-arm64-rk3399-armv8crypto-builtin": ("freebsd", "builtin", True, True, "ok", []),
+    "opnsense-21.1-hbsd12.1-bhyve-omnios-loaded": ("opnsense", "loaded", True, None, "ok", ["appliance-managed"]),
+    "opnsense-21.1-hbsd12.1-xen-viridian-loaded": ("opnsense", "loaded", True, None, "ok", ["appliance-managed"]),
     "freebsd-11.0-current-custom-kernel-x-no-aesni": ("freebsd", "not-loaded", False, False, "warning", ["driver-not-loaded"]),
     "freebsd-12.2-bhyve-aesni-flag-hidden": ("freebsd", "not-loaded", False, False, "warning", ["vm-hides-aesni"]),
     "freebsd-12.2-bhyve-geli-software-aesni-kldloaded": (
@@ -63,6 +68,17 @@ def test_appliance_remedy_names_the_settings_page_not_loader_conf() -> None:
     assert "System > Advanced > Miscellaneous" in remedy and "loader.conf" not in remedy
 
 
+def test_arm64_uses_armv8crypto() -> None:
+    s = status_of(ReplayHost.from_file(HOSTS / "freebsd-14.0-current-arm64-rk3399-armv8crypto-builtin.yaml"))
+    assert s.os.arch == "aarch64" and s.driver.name == "armv8crypto" and s.cpu.aesni is True
+    assert "AES-XTS" in s.driver.algorithms
+
+
+def test_every_shipped_recording_has_an_explicit_expectation() -> None:
+    names = {p.stem for p in HOSTS.glob("*.yaml")} - {"linux-debian12-local"}
+    assert names == set(EXPECTED)
+
+
 def test_linux_host_is_reported_not_assessed() -> None:
     s = status_of(ReplayHost.from_file(HOSTS / "linux-debian12-local.yaml"))
     assert s.os.name == "Linux" and s.verdict == "unknown" and s.exit_code == 3
@@ -84,3 +100,33 @@ def test_garbage_evidence_is_unknown_never_an_exception(steps: dict[str, Step]) 
     s = assess(Evidence(steps), "h", "test")
     assert s.verdict in ("unknown", "warning")
     assert s.findings
+
+
+LOADERCONF = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"
+
+
+def _real_loader_conf(name: str) -> bytes:
+    data = (LOADERCONF / name).read_bytes()
+    return data.split(b"# ---\n", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("conf_path", "conf"),
+    [
+        ("/boot/loader.conf", "remetremet-router-aesni-tabs-comments.txt"),
+        ("/boot/loader.conf.local", "bsdrp-netbenches-apu2-ipsec-loader-conf-local-aesni.txt"),
+    ],
+)
+def test_loaded_and_persisted_is_ok(conf_path: str, conf: str) -> None:
+    """The state right after `kldload aesni` + `aesni_load="YES"`, before any reboot: the real 10.2 droplet
+    (aesni kldloaded by hand, dmesg.boot from before the load) with a real loader configuration that loads aesni."""
+    from bsdcrypt.recording import load
+
+    ev = load(HOSTS / "freebsd-10.2-kvm-digitalocean-geli-hardware-kldloaded.yaml")[1]
+    ev.steps[f"file:{conf_path}"] = Step(0, _real_loader_conf(conf))
+    s = assess(ev, "droplet", "test")
+    assert s.driver.state == "loaded" and s.persist.configured is True and s.persist.needed is True
+    assert s.persist.source is not None and s.persist.source.startswith(conf_path + ":")
+    assert "not-persisted" not in [f.id for f in s.findings]
+    assert s.verdict == "ok"
+    assert s.geli[0].crypto == "hardware" and s.geli[0].accelerated is True
