@@ -35,8 +35,10 @@ MAX_LISTEN = 16  # sshd's MAX_LISTEN_SOCKS
 FAKEHOST_SH = r"""#!/bin/sh
 # bsdcrypt test fleet: answer the probe as the host bound to this local address.
 D='@DIR@'
+L=$1
 set -- $SSH_CONNECTION
 A=$3
+[ "$A" = "$L" ] || { echo "fakehost: SSH_CONNECTION says $A, sshd_config says $L" >&2; exit 125; }
 case "$SSH_ORIGINAL_COMMAND" in
   '/bin/sh -s') ;;
   *) echo "fakehost: unexpected command: $SSH_ORIGINAL_COMMAND" >&2; exit 126 ;;
@@ -201,9 +203,11 @@ class LoopbackFleet:
             f"ForceCommand /bin/sh {w}/fakehost.sh",
         ]
         for a in addrs:
-            kind = self.hosts[a].kind
-            if kind == "auth-refused":
-                lines += [f"Match LocalAddress {a}", f"    AuthorizedKeysFile {w}/stranger_keys"]
+            # The address is passed to the ForceCommand only so that sshd's "Starting session" line
+            # names it: the log counts exec requests per host exactly (fakehost.sh checks it).
+            lines += [f"Match LocalAddress {a}", f"    ForceCommand /bin/sh {w}/fakehost.sh {a}"]
+            if self.hosts[a].kind == "auth-refused":
+                lines.append(f"    AuthorizedKeysFile {w}/stranger_keys")
         cfg = w / f"sshd.{n}.conf"
         cfg.write_text("\n".join(lines) + "\n")
         log = w / f"sshd.{n}.log"
@@ -284,25 +288,19 @@ class LoopbackFleet:
     def log_mark(self) -> dict[Path, int]:
         return {p: p.stat().st_size for p in self.log_files}
 
-    def _log_text(self, since: dict[Path, int] | None) -> str:
+    def _log_texts(self, since: dict[Path, int] | None) -> list[str]:
         parts = []
         for p in self.log_files:
             with p.open("rb") as fh:
                 fh.seek((since or {}).get(p, 0))
                 parts.append(fh.read().decode(errors="replace"))
-        return "".join(parts)
+        return parts
 
     def counts(self, since: dict[Path, int] | None = None) -> tuple[Counter[str], Counter[str]]:
         """(connections per local address, exec requests per local address) in the sshd logs."""
-        text = self._log_text(since)
-        conns: Counter[str] = Counter()
-        by_port: dict[str, str] = {}
-        for m in re.finditer(r"Connection from \S+ port (\d+) on (\S+) port \d+", text):
-            conns[m.group(2)] += 1
-            by_port[m.group(1)] = m.group(2)
-        execs: Counter[str] = Counter()
-        for m in re.finditer(r"Starting session: (?:forced-command|command)\b.*? from \S+ port (\d+)", text):
-            execs[by_port.get(m.group(1), "?")] += 1
+        text = "".join(self._log_texts(since))
+        conns = Counter(re.findall(r"Connection from \S+ port \d+ on (\S+) port \d+", text))
+        execs = Counter(re.findall(r"Starting session: (?:forced-command|command)\b[^\n]*?fakehost\.sh (\S+)'", text))
         return conns, execs
 
     # -- teardown
