@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 # Modules under bsdcrypt/commands that add their commands with register(app).
-COMMAND_MODULES: tuple[str, ...] = ("fleet", "enable", "bench")
+COMMAND_MODULES: tuple[str, ...] = ("fleet", "enable", "bench", "analyze")
 
 HostOpt = Annotated[
     str,

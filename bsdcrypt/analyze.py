@@ -1,0 +1,197 @@
+"""Ingest probe output that another engine collected, and assess it like `status` would.
+
+`bsdcrypt probe-script` prints the probe with a fixed, documented token. Whatever runs it on the
+hosts (Ansible, Salt, cron + rsync, a serial console) hands the output back to `bsdcrypt analyze`,
+which accepts, per file, one of:
+
+* raw probe output (what `sh probe.sh` printed), also as captured through a pty (CRLF);
+* Ansible's JSON stdout callback output (`ANSIBLE_STDOUT_CALLBACK=json`, `ansible` or
+  `ansible-playbook`): plays[].tasks[].hosts[HOST] with `stdout` from the `script` or `raw` module;
+  unreachable and failed hosts become `unknown` rows naming the reason;
+* the files of `ansible --tree DIR` (one JSON result per host, named after the host);
+* a bsdcrypt recording (`bsdcrypt record`).
+
+The token is read from the first frame, so a script made with `probe-script --token` works too.
+Every host then goes through the same `assess()` as `bsdcrypt status`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bsdcrypt.assess import assess
+from bsdcrypt.errors import BsdcryptError, ProbeError
+from bsdcrypt.probe import MODULE_FILES, Evidence, parse_output
+from bsdcrypt.status import Finding, Status
+
+STANDALONE_TOKEN = "@@bsdcrypt-standalone"
+_FRAME = re.compile(rb"^(@@bsdcrypt-[A-Za-z0-9_.:-]+) begin (\S+)\r?$", re.M)
+_TREE_KEYS = frozenset({"stdout", "unreachable", "failed", "skipped", "rc"})
+LAST_STEP = "exists:" + MODULE_FILES[-1]  # the probe's final step: without it, the output was cut off
+
+REMEDIES: dict[str, str] = {
+    "unreachable": "The collecting engine could not reach the host: check its connection settings and rerun.",
+    "failed": "The probe failed on the host: run the script there by hand (sh probe.sh) and look at the error.",
+    "garbage": "This is not the probe's output: collect the stdout of `bsdcrypt probe-script` run with /bin/sh.",
+    "cut-off": "The probe's output is incomplete: rerun it (a timeout or output limit of the engine cut it).",
+    "skipped": "The engine skipped the host: check the play's conditions and limits.",
+}
+
+
+@dataclass
+class Collected:
+    """One host's result from an input file: evidence, or why there is none."""
+
+    target: str  # the name the engine knows the host by (inventory name), or the file
+    origin: str  # FILE, or FILE#HOST for an engine's multi-host output
+    source: str  # Status.source: "file:PATH", "ansible:PATH", "replay:PATH"
+    evidence: Evidence | None = None
+    error_kind: str | None = None
+    error: str | None = None
+
+
+def _strip_pty(data: bytes) -> bytes:
+    """Undo a pty's onlcr (\\n -> \\r\\n) when every line ends in \\r\\n; leave anything else alone."""
+    if b"\r\n" in data and data.count(b"\n") == data.count(b"\r\n"):
+        return data.replace(b"\r\n", b"\n")
+    return data
+
+
+def find_token(data: bytes) -> str | None:
+    m = _FRAME.search(data)
+    return m.group(1).decode() if m else None
+
+
+def parse_probe_output(data: bytes, token: str | None = None) -> Evidence:
+    """Raw probe output -> Evidence; ProbeError if there are no frames or the output was cut off."""
+    data = _strip_pty(data)
+    token = token or find_token(data)
+    if token is None:
+        raise ProbeError("no bsdcrypt probe frames found")
+    evidence = parse_output(data, token)
+    if LAST_STEP not in evidence.steps:
+        raise _CutOff(f"the probe output ends after {len(evidence.steps)} steps, before its last one")
+    return evidence
+
+
+class _CutOff(ProbeError):
+    pass
+
+
+def host_name(evidence: Evidence, fallback: str) -> str:
+    """The host's own name: kern.hostname, else uname -a's second field, else the fallback."""
+    for line in (evidence.text("sysctl") or "").splitlines():
+        if line.startswith("kern.hostname:"):
+            name = line.split(":", 1)[1].strip()
+            if name:
+                return name
+    fields = (evidence.text("uname_a") or "").split()
+    if len(fields) >= 2:
+        return fields[1]
+    return fallback
+
+
+def _from_bytes(data: bytes, target: str, origin: str, source: str, token: str | None) -> Collected:
+    try:
+        return Collected(target, origin, source, parse_probe_output(data, token))
+    except _CutOff as exc:
+        return Collected(target, origin, source, error_kind="cut-off", error=str(exc))
+    except ProbeError as exc:
+        return Collected(target, origin, source, error_kind="garbage", error=str(exc))
+
+
+def _ansible_results(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for play in doc.get("plays") or []:
+        for task in (play or {}).get("tasks") or []:
+            for host, result in ((task or {}).get("hosts") or {}).items():
+                if isinstance(result, dict):
+                    yield str(host), result
+
+
+def _ansible(doc: dict[str, Any], path: str, token: str | None) -> list[Collected]:
+    """Per host, the last task result holding probe frames; else the reason it has none."""
+    best: dict[str, Collected] = {}
+    for host, result in _ansible_results(doc):
+        origin, source = f"{path}#{host}", f"ansible:{path}"
+        stdout = result.get("stdout")
+        if isinstance(stdout, str) and _FRAME.search(_strip_pty(stdout.encode("utf-8", "replace"))):
+            got = _from_bytes(stdout.encode("utf-8", "replace"), host, origin, source, token)
+            rc = result.get("rc")
+            if got.evidence is not None and isinstance(rc, int) and rc != 0:
+                got = Collected(host, origin, source, error_kind="cut-off",
+                                error=f"the probe exited with status {rc} (it always ends with exit 0)")
+            best[host] = got
+            continue
+        if host in best and best[host].evidence is not None:
+            continue  # a later unrelated task does not hide the probe's result
+        msg = " ".join(str(result.get("msg") or result.get("stderr") or "").split())[:300]
+        if result.get("unreachable"):
+            best[host] = Collected(host, origin, source, error_kind="unreachable", error=msg or "unreachable")
+        elif result.get("failed"):
+            best[host] = Collected(host, origin, source, error_kind="failed", error=msg or "the task failed")
+        elif result.get("skipped"):
+            best.setdefault(host, Collected(host, origin, source, error_kind="skipped", error=msg or "skipped"))
+        else:
+            best.setdefault(host, Collected(host, origin, source, error_kind="garbage",
+                                            error="the task's stdout holds no bsdcrypt probe output"))
+    return list(best.values())
+
+
+def collect_file(path: str, data: bytes, token: str | None = None) -> list[Collected]:
+    """Everything one input file holds (one host for raw output and recordings, many for Ansible).
+
+    Content that is none of the accepted kinds becomes one `garbage` row, never an exception, so
+    one bad file does not hide the rest of a fleet.
+    """
+
+    def garbage(why: str) -> list[Collected]:
+        return [Collected(path, path, f"file:{path}", error_kind="garbage", error=why)]
+
+    if data.lstrip()[:1] == b"{":
+        try:
+            doc = json.loads(data.decode("utf-8", "replace"))
+        except ValueError as exc:
+            return garbage(f"looks like JSON but is not valid: {exc}")
+        if isinstance(doc, dict) and "plays" not in doc and _TREE_KEYS & set(doc):
+            # `ansible --tree DIR`: one file per host, named after it, holding that host's result
+            doc = {"plays": [{"tasks": [{"hosts": {Path(path).name: doc}}]}]}
+        if not isinstance(doc, dict) or "plays" not in doc:
+            return garbage("JSON neither from Ansible's json callback nor from ansible --tree")
+        return _ansible(doc, path, token) or garbage("the Ansible output has no host results")
+    if _FRAME.search(_strip_pty(data)) or token:
+        return [_from_bytes(data, path, path, f"file:{path}", token)]
+    if b"bsdcrypt_recording" in data[:4096]:
+        from bsdcrypt.recording import load_text
+
+        try:
+            doc, evidence = load_text(data.decode("utf-8", "replace"), path)
+        except BsdcryptError as exc:
+            return garbage(str(exc))
+        return [Collected(str(doc.get("host") or Path(path).stem), path, f"replay:{path}", evidence)]
+    return garbage("neither bsdcrypt probe output, Ansible JSON output nor a bsdcrypt recording")
+
+
+def to_status(c: Collected) -> Status:
+    if c.evidence is not None:
+        fallback = c.target if c.source.startswith("ansible:") else Path(c.target).stem
+        name = c.target if c.source.startswith("ansible:") else host_name(c.evidence, fallback)
+        return assess(c.evidence, name, c.source)
+    status = Status(host=c.target, source=c.source)
+    kind = c.error_kind or "garbage"
+    remedy = REMEDIES.get(kind, REMEDIES["garbage"])
+    status.findings.append(Finding(f"collect-{kind}", "unknown", c.error or kind, remedy))
+    return status
+
+
+def standalone_script(token: str = STANDALONE_TOKEN) -> str:
+    from bsdcrypt.probe import build_script
+
+    if not re.fullmatch(r"@@bsdcrypt-[A-Za-z0-9_.:-]+", token):
+        raise BsdcryptError("the token must look like @@bsdcrypt-WORD (letters, digits, _ . : -)")
+    return build_script(token)
+

@@ -1,0 +1,145 @@
+"""`bsdcrypt probe-script` and `bsdcrypt analyze`: let another engine (Ansible, ...) run the probe."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from bsdcrypt.fleet import FleetRun
+
+FORMATS = ("table", "json", "yaml", "csv", "prometheus")
+
+
+def probe_script(
+    token: Annotated[
+        str | None,
+        typer.Option("--token", help="Frame marker to use instead of @@bsdcrypt-standalone (analyze finds it)."),
+    ] = None,
+) -> None:
+    """Print the read-only probe as a standalone sh script, for any engine to run with /bin/sh.
+
+    Its stdout is what `bsdcrypt analyze` reads. It needs no root and changes nothing.
+    """
+    from bsdcrypt.analyze import STANDALONE_TOKEN, standalone_script
+
+    typer.echo(standalone_script(token or STANDALONE_TOKEN), nl=False)
+
+
+def analyze(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs or recordings; - is stdin."
+        ),
+    ],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.")] = "table",
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt.prom)."),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option("--token", help="Frame marker, if not the one in the first frame.")
+    ] = None,
+) -> None:
+    """Assess probe output collected by another engine; the report of fleet-audit, one row per host.
+
+    Exit status: the worst host's (0 OK, 1 warning, 2 critical, 3 unknown or not collected).
+    """
+    from bsdcrypt.errors import BsdcryptError
+
+    try:
+        code = _analyze(files, fmt, output, token)
+    except BsdcryptError as exc:
+        typer.echo(f"bsdcrypt: {exc}", err=True)
+        raise typer.Exit(3) from None
+    raise typer.Exit(code)
+
+
+def _expand(files: list[str]) -> list[str]:
+    """A directory (e.g. `ansible --tree DIR`) stands for the files in it, by name; dotfiles skipped."""
+    import os
+
+    out: list[str] = []
+    for path in files:
+        if path != "-" and os.path.isdir(path):
+            names = sorted(n for n in os.listdir(path) if not n.startswith("."))
+            out += [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
+        else:
+            out.append(path)
+    return out
+
+
+def _read(path: str) -> bytes:
+    from bsdcrypt.errors import BsdcryptError
+
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise BsdcryptError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) -> int:
+    import time
+
+    from bsdcrypt import fleet
+    from bsdcrypt.analyze import collect_file, to_status
+    from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.hostsfile import HostEntry
+
+    if fmt not in FORMATS:
+        raise BsdcryptError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    started = time.monotonic()
+    results: list[fleet.HostResult] = []
+    paths = _expand(files)
+    if not paths:
+        raise BsdcryptError("no input files (the directories given are empty)")
+    for path in paths:
+        for c in collect_file(path, _read(path), token):
+            results.append(
+                fleet.HostResult(HostEntry(spec=c.target, source=c.origin), to_status(c), 0.0, c.error, c.error_kind)
+            )
+    run = fleet.FleetRun(results, time.monotonic() - started, parallel=1, timeout=0.0)
+    if fmt == "prometheus":
+        from bsdcrypt import prometheus
+
+        report = prometheus.render([r.status for r in fleet.sort_results(results)], timestamp=time.time())
+    elif fmt == "table":
+        report = _table(run)
+    else:
+        report = fleet.render(run, fmt)
+    from bsdcrypt.cli import write_report
+
+    write_report(report, output)
+    return run.exit_code
+
+
+def _table(run: FleetRun) -> str:
+    """fleet-audit's table and totals, with a summary that fits collected output."""
+    from tabulate import tabulate
+
+    from bsdcrypt import fleet
+
+    rows = []
+    for r in fleet.sort_results(run.results):
+        cells = fleet.row(r)
+        cells["verdict"] = cells["verdict"].upper()
+        cells["finding"] = " ".join(cells["finding"].split())
+        rows.append([cells[k] for k in fleet.HEADERS])
+    out = tabulate(rows, headers=list(fleet.HEADERS.values()), tablefmt="simple")
+    totals = run.totals()
+    tot = tabulate([[v.upper(), n] for v, n in totals.items()], headers=["verdict", "hosts"], tablefmt="simple")
+    summary = f"{len(run.results)} hosts: " + ", ".join(f"{n} {v}" for v, n in totals.items() if n)
+    if run.failed:
+        summary += f" ({run.failed} without usable probe output)"
+    return f"{out}\n\n{tot}\n\n{summary}\n"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("probe-script")(probe_script)
+    app.command("analyze")(analyze)
