@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Annotated, NoReturn
 
@@ -50,8 +51,15 @@ def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Show the version.")
     ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show the commands run on each host, on stderr.")
+    ] = False,
 ) -> None:
     """bsdcrypt: status, enable, bench and fleet-audit for kernel AES acceleration."""
+    if verbose:
+        from bsdcrypt.verbose import enable
+
+        enable()
 
 
 FormatOpt = Annotated[
@@ -148,10 +156,20 @@ def _register_commands() -> None:
         importlib.import_module(f"bsdcrypt.commands.{name}").register(app)
 
 
+def _no_color() -> None:
+    """NO_COLOR (https://no-color.org) set and not empty: plain help and errors, no ANSI escapes
+    (rich alone would still print bold and dim)."""
+    if os.environ.get("NO_COLOR"):
+        import typer.core
+
+        typer.core.HAS_RICH = False
+
+
 def main() -> None:
+    _no_color()
     _register_commands()
     try:
-        app()
+        app(prog_name="bsdcrypt")  # also under python -m bsdcrypt: usage lines, completion
     except BsdcryptError as exc:
         typer.echo(f"bsdcrypt: {exc}", err=True)
         sys.exit(3)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from bsdcrypt import verbose
 from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
 from bsdcrypt.host import Host, RunResult
 from bsdcrypt.hostsfile import HostEntry
@@ -208,7 +209,7 @@ class Auditor:
             host = self.make_host(entry)
             if on_host is not None:
                 on_host(host)
-            status = _status_of(_ProbeGuard(host), self.options.timeout)
+            status = _status_of(_ProbeGuard(verbose.wrap(host)), self.options.timeout)
             return HostResult(entry, status, time.monotonic() - start)
         except _CutOff as exc:
             kind, reason = "cut-off", str(exc)

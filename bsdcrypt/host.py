@@ -68,6 +68,12 @@ class LocalHost:
 
 def parse_host_spec(spec: str | None) -> Host:
     """Turn a --host value into a Host: local, replay:FILE|NAME, or [user@]host[:port]."""
+    from bsdcrypt.verbose import wrap  # -v: log every command run on the host
+
+    return wrap(_make_host(spec))
+
+
+def _make_host(spec: str | None) -> Host:
     if not spec or spec == "local":
         return LocalHost()
     if spec.startswith("replay:"):

@@ -1,0 +1,133 @@
+"""-v/--verbose (the commands run on each host, on stderr), NO_COLOR, and shell completion."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bsdcrypt.errors import HostError
+from bsdcrypt.host import LocalHost, RunResult
+from bsdcrypt.verbose import VerboseHost, probe_commands
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
+REC = "freebsd-13.0-hyperv-builtin"
+ANSI = re.compile(rb"\x1b\[")
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k not in ("BSDCRYPT_VERBOSE", "NO_COLOR")}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, check=False,
+                          env={**full, **env})
+
+
+def test_verbose_lists_every_probe_command_per_host_and_keeps_stdout() -> None:
+    quiet = _cli("status", "--host", f"replay:{REC}", "-f", "json")
+    loud = _cli("-v", "status", "--host", f"replay:{REC}", "-f", "json")
+    assert quiet.stderr == "" and loud.stdout == quiet.stdout and loud.returncode == quiet.returncode
+    lines = loud.stderr.splitlines()
+    prefix = f"bsdcrypt: replay:{ROOT / 'fixtures' / 'hosts' / REC}.yaml: "
+    assert all(line.startswith(prefix) for line in lines)
+    body = [line[len(prefix):] for line in lines]
+    assert body[0].startswith("run the read-only probe (one sh script,")
+    assert body[1:-1] == [f"  {c}" for c in probe_commands()]
+    assert re.fullmatch(r"exit 0, \d+ bytes out, 0 bytes err, \d+\.\d\ds", body[-1])
+    assert "  kldstat -q -m nexus/aesni" in body and "  cat /boot/loader.conf" in body
+
+
+def test_verbose_from_the_environment_and_in_fleet_audit(tmp_path: Path) -> None:
+    assert "kldstat -v" in _cli("status", "--host", f"replay:{REC}", BSDCRYPT_VERBOSE="1").stderr
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text(f"replay:{REC}\nreplay:freebsd-12.2-bhyve-not-loaded-overridden\n")
+    r = _cli("--verbose", "fleet-audit", "-q", str(hosts))
+    assert r.returncode == 1
+    for name in (REC, "freebsd-12.2-bhyve-not-loaded-overridden"):
+        assert re.search(rf"^bsdcrypt: replay:\S*{name}\S*:   kldstat -v$", r.stderr, re.M), r.stderr
+
+
+def test_verbose_host_logs_commands_input_results_and_failures() -> None:
+    out = io.StringIO()
+    host = VerboseHost(LocalHost(), out)
+    assert host.run("printf hi\nprintf ' there'", input=b"xyz").stdout == b"hi there"
+    host.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "bsdcrypt: local: $ printf hi  (with 3 bytes on stdin)"
+    assert lines[1] == "bsdcrypt: local:   printf ' there'"
+    assert lines[2].startswith("bsdcrypt: local: exit 0, 8 bytes out, 0 bytes err, ")
+
+    class Broken:
+        name, spec = "b", "ssh:b"
+
+        def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+            raise HostError("connection reset")
+
+        def close(self) -> None: ...
+
+        def abort(self) -> str:
+            return "aborted"
+
+    out = io.StringIO()
+    broken = VerboseHost(Broken(), out)
+    with pytest.raises(HostError):
+        broken.run("true")
+    assert "bsdcrypt: ssh:b: failed after" in out.getvalue() and "connection reset" in out.getvalue()
+    assert broken.abort() == "aborted"  # the fleet's watchdog still reaches the real host
+
+
+def _in_pty(args: list[str], **env: str) -> bytes:
+    master, slave = pty.openpty()
+    full = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    proc = subprocess.Popen([*CLI, *args], stdin=slave, stdout=slave, stderr=slave,
+                            env={**full, "COLUMNS": "100", "TERM": "xterm-256color", **env})
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+    return out
+
+
+@pytest.mark.parametrize("args", [["status", "--help"], ["--help"], ["status", "--format"]])
+def test_no_color_means_no_escape_sequences_on_a_terminal(args: list[str]) -> None:
+    plain = _in_pty(args, NO_COLOR="1")
+    assert not ANSI.search(plain), plain[:300]
+    assert b"--format" in plain or b"Usage" in plain
+    if args != ["status", "--format"]:
+        assert ANSI.search(_in_pty(args)), "the pty test would not notice colour"
+
+
+def test_no_color_keeps_every_option_in_the_help() -> None:
+    rich = _cli("status", "--help", COLUMNS="200").stdout
+    plain = _cli("status", "--help", NO_COLOR="1").stdout
+    for opt in ("--host", "--format", "--timeout", "--output"):
+        assert opt in rich and opt in plain
+
+
+def test_shell_completion_script_and_live_completion() -> None:
+    # --show-completion detects the calling shell; under CI that is bash (.ci/run).
+    r = _cli("--show-completion")
+    if r.returncode == 0:
+        assert "_bsdcrypt_completion" in r.stdout and "_BSDCRYPT_COMPLETE=complete_" in r.stdout
+    r = _cli(_BSDCRYPT_COMPLETE="complete_bash", COMP_WORDS="bsdcrypt an", COMP_CWORD="1")
+    assert r.stdout.split() == ["analyze"]
+    r = _cli(_BSDCRYPT_COMPLETE="complete_bash", COMP_WORDS="bsdcrypt status --ou", COMP_CWORD="2")
+    assert r.stdout.split() == ["--output"]
+    r = _cli(_BSDCRYPT_COMPLETE="complete_zsh", _TYPER_COMPLETE_ARGS="bsdcrypt probe-")
+    assert '"probe-script":"Print the read-only probe' in r.stdout
+    r = _cli(_BSDCRYPT_COMPLETE="complete_fish", _TYPER_COMPLETE_ARGS="bsdcrypt fleet",
+             _TYPER_COMPLETE_FISH_ACTION="get-args")
+    assert r.stdout.startswith("fleet-audit\t")
