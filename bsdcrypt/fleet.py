@@ -539,6 +539,10 @@ def render(run: FleetRun, fmt: str) -> str:
         return to_yaml(document(run))
     if fmt == "csv":
         return render_csv(run)
+    if fmt == "prometheus":
+        from bsdcrypt import prometheus
+
+        return prometheus.render([r.status for r in sort_results(run.results)], timestamp=time.time())
     return render_table(run)
 
 

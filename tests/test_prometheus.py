@@ -216,3 +216,14 @@ def test_prometheus_stays_off_the_status_start_up_path() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0
     assert r.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_fleet_audit_prometheus_has_a_series_per_host(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("".join(f"replay:{p}\n" for p in HOSTS))
+    out = tmp_path / "bsdcrypt.prom"
+    r = _run("fleet-audit", "-q", "-f", "prometheus", "-o", str(out), str(hosts))
+    assert r.returncode == max(_status(p).exit_code for p in HOSTS), r.stderr
+    strict_check(out.read_text())
+    fams = parsed(out.read_text())
+    assert {lab["source"] for lab, _ in fams["bsdcrypt_exit_code"]} == {f"replay:{p}" for p in HOSTS}

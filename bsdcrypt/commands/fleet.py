@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-FORMATS = ("table", "json", "yaml", "csv")
+FORMATS = ("table", "json", "yaml", "csv", "prometheus")
 
 
 def fleet_audit(
@@ -34,7 +34,7 @@ def fleet_audit(
             "--accept-new", help="Add unknown host keys to known_hosts (changed keys are always errors)."
         ),
     ] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or csv.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.")] = "table",
     output: Annotated[
         str | None,
         typer.Option("--output", "-o", help="Write the report to FILE (atomically) instead of stdout."),
