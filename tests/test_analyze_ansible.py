@@ -153,6 +153,7 @@ def _ansible(s: Sshd, inventory: Path, *args: str) -> tuple[int, str, str]:
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(s.work / "cp"),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_NOCOLOR": "1",
+        "LC_ALL": "C.UTF-8",  # ansible refuses to start without a UTF-8 locale (CI may have none set)
         "ANSIBLE_TIMEOUT": "10",
         "ANSIBLE_CONFIG": str(s.work / "ansible.cfg"),  # never the user's or a system one
     }
