@@ -20,8 +20,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Modules under bsdcrypt/commands that add their commands with register(app).
-COMMAND_MODULES: tuple[str, ...] = ("fleet", "enable", "bench", "analyze")
+# Commands defined in bsdcrypt/commands/<module>.py, which adds them with register(app). A module is
+# imported only when one of its commands runs (or for help and completion): start-up time of `status`.
+COMMAND_MODULES: dict[str, str] = {
+    "enable": "enable",
+    "disable": "enable",
+    "bench": "bench",
+    "fleet-audit": "fleet",
+    "analyze": "analyze",
+    "probe-script": "analyze",
+}
+CORE_COMMANDS = frozenset({"status", "record", "recordings"})
+_registered: set[str] = set()
 
 HostOpt = Annotated[
     str,
@@ -151,9 +161,16 @@ def recordings() -> None:
         typer.echo(name)
 
 
-def _register_commands() -> None:
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"bsdcrypt.commands.{name}").register(app)
+def _register_commands(argv: list[str] | None = None) -> None:
+    """Register the commands of bsdcrypt/commands: only the one `argv` asks for, else all of them."""
+    wanted = next((a for a in (argv or [])[1:] if not a.startswith("-")), None)
+    if wanted in CORE_COMMANDS:
+        return
+    modules = [COMMAND_MODULES[wanted]] if wanted in COMMAND_MODULES else list(dict.fromkeys(COMMAND_MODULES.values()))
+    for name in modules:
+        if name not in _registered:
+            _registered.add(name)
+            importlib.import_module(f"bsdcrypt.commands.{name}").register(app)
 
 
 def _no_color() -> None:
@@ -167,7 +184,7 @@ def _no_color() -> None:
 
 def main() -> None:
     _no_color()
-    _register_commands()
+    _register_commands(sys.argv)
     try:
         app(prog_name="bsdcrypt")  # also under python -m bsdcrypt: usage lines, completion
     except BsdcryptError as exc:

@@ -102,3 +102,22 @@ def test_recordings_lists_the_shipped_ones() -> None:
     assert r.returncode == 0
     names = r.stdout.split()
     assert "freebsd-13.0-hyperv-builtin" in names and len(names) >= 15
+
+
+def test_status_start_up_imports_only_what_status_needs() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['bsdcrypt', 'status', '--host', 'replay:freebsd-13.0-hyperv-builtin', '-f', 'json']\n"
+        "from bsdcrypt.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = ['paramiko', 'bsdcrypt.bench', 'bsdcrypt.plan', 'bsdcrypt.fleet', 'pydantic', 'prometheus_client']\n"
+        "print(','.join(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert r.stderr.strip() == "", r.stderr
+
+
+def test_help_lists_every_command() -> None:
+    r = run("--help")
+    for cmd in ("status", "record", "recordings", "enable", "disable", "bench", "fleet-audit", "analyze", "probe-script"):
+        assert cmd in r.stdout
