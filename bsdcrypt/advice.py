@@ -24,11 +24,27 @@ APPLIANCE_SETTING: dict[str, str] = {
 }
 
 
+# Passthrough advice per hypervisor (kern.vm_guest names).
+PASSTHROUGH: dict[str, str] = {
+    "kvm": "KVM/QEMU: -cpu host (libvirt: <cpu mode='host-passthrough'/>; Proxmox: CPU type host)",
+    "bhyve": "bhyve exposes the host's CPUID: the host CPU itself lacks AES-NI or has it disabled in firmware",
+    "hv": "Hyper-V: do not enable processor compatibility mode for the VM",
+    "vmware": "VMware: remove any CPUID mask on the VM and check the EVC mode of the cluster",
+    "xen": "Xen: remove cpuid= masks from the guest config (or use a newer CPU feature level)",
+}
+
+
 def persist_remedy(status: Status) -> str:
     driver = status.driver.name or "aesni"
     setting = APPLIANCE_SETTING.get(status.os.variant)
     if setting:
         return setting + " (do not edit the generated /boot/loader.conf by hand)"
+    p = status.persist
+    if p.value is not None and p.source and p.source != "kernel":
+        return (
+            f"bsdcrypt enable --persist   (changes {driver}_load=\"{p.value}\" at {p.source} to \"YES\"; "
+            "check first why it was turned off there)"
+        )
     return f"bsdcrypt enable --persist   (adds {driver}_load=\"YES\" to /boot/loader.conf)"
 
 
@@ -36,7 +52,8 @@ def findings(s: Status) -> list[Finding]:
     out: list[Finding] = []
     d = s.driver
     cpu = s.cpu
-    geli_soft = [g for g in s.geli if g.accelerated is False and (g.encryption or "").upper().startswith("AES")]
+    # AES providers on software crypto that the driver could take over (cipher and HMAC both supported).
+    geli_soft = [g for g in s.geli if g.accelerated is False and g.accelerable]
 
     if s.os.release is None and s.os.arch is None:
         out.append(
@@ -64,10 +81,13 @@ def findings(s: Status) -> list[Finding]:
     sha_only = bool(d.attached and d.algorithms and not d.accelerates_aes)
 
     if cpu.aesni is False or sha_only:
-        out.append(_no_aes_finding(s, sha_only, bool(geli_soft)))
+        aes_soft = any(g.accelerated is False and _aes(g.encryption) for g in s.geli)
+        out.append(_no_aes_finding(s, sha_only, aes_soft))
     elif d.state == "not-loaded":
         severity = "critical" if geli_soft else "warning"
         consumers = f"; GELI provider(s) {', '.join(g.name for g in geli_soft)} run in software" if geli_soft else ""
+        if s.persist.value is not None and not s.persist.configured and s.persist.source:
+            consumers += f"; {d.name}_load=\"{s.persist.value}\" at {s.persist.source} keeps it off at boot"
         if s.persist.configured:
             remedy = f"kldload {d.name}   (loader.conf already loads it at the next boot)"
         else:
@@ -110,7 +130,7 @@ def findings(s: Status) -> list[Finding]:
             Finding(
                 "driver-unknown",
                 "unknown",
-                f"Could not tell whether {d.name} is in the kernel or loaded (kldstat output missing).",
+                f"Could not tell whether {d.name} is in the kernel, loaded or on disk (probe output incomplete).",
                 "Run `kldstat -v` and `sysctl dev.aesni` on the host, or send a `bsdcrypt record` recording.",
             )
         )
@@ -146,19 +166,39 @@ def findings(s: Status) -> list[Finding]:
         )
 
     if aes_attached:
+        why = (
+            f"it was attached before {d.name} was available"
+            if not d.compiled_in
+            else f"{d.name} is compiled in, so it was attached while the driver was unusable"
+        )
         for g in s.geli:
             if g.needs_reattach:
                 out.append(
                     Finding(
                         "geli-software",
                         "critical",
-                        f"GELI provider {g.name} ({g.encryption} {g.key_length}) uses software crypto: it was "
-                        f"attached before {d.name} was available.",
+                        f"GELI provider {g.name} ({g.encryption} {g.key_length}) uses software crypto: {why}.",
                         f"Re-attach it: geli detach {g.name} && geli attach <options> "
                         f"{g.name.removesuffix('.eli')} (root, swap or busy providers: reboot).",
                     )
                 )
+    for g in s.geli:
+        if g.accelerated is False and g.authentication and g.accelerable is False and _aes(g.encryption):
+            out.append(
+                Finding(
+                    "geli-auth-unaccelerated",
+                    "info",
+                    f"GELI provider {g.name} verifies integrity with {g.authentication}, which {d.name} does not "
+                    "accelerate here, so GELI runs cipher and HMAC in software.",
+                    "Nothing to re-attach. Providers created with `geli init -a HMAC/SHA256` on a CPU with SHA "
+                    "extensions can be accelerated; without -a, AES-XTS alone is.",
+                )
+            )
     return out
+
+
+def _aes(encryption: str | None) -> bool:
+    return (encryption or "").upper().startswith("AES")
 
 
 def _no_aes_finding(s: Status, sha_only: bool, geli_soft: bool) -> Finding:
@@ -178,8 +218,11 @@ def _no_aes_finding(s: Status, sha_only: bool, geli_soft: bool) -> Finding:
             "vm-hides-aesni",
             "warning",
             f"This {hv} guest's virtual CPU does not advertise AES-NI, so no driver can accelerate AES here.",
-            "Ask the VM's provider for CPU passthrough (KVM/QEMU: -cpu host or libvirt host-passthrough; "
-            "Proxmox: CPU type host; bhyve passes host CPUID through by default); meanwhile " + CHACHA + ".",
+            "Ask the VM's provider to pass the host CPU's AES-NI through ("
+            + PASSTHROUGH.get(hv, "CPU passthrough / host CPU model")
+            + "); meanwhile "
+            + CHACHA
+            + ".",
         )
     return Finding(
         "cpu-no-aesni",

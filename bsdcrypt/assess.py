@@ -24,6 +24,17 @@ GUI_LOADED = frozenset({"pfsense", "opnsense"})
 X86 = frozenset({"amd64", "i386"})
 ARM64 = frozenset({"aarch64", "arm64"})
 FREEBSD_FAMILY = frozenset({"FreeBSD", "MidnightBSD"})
+# CPUID 0x40000000 vendor signatures (sys/x86/x86/identcpu.c) -> kern.vm_guest names.
+HV_VENDORS = {
+    "KVMKVMKVM": "kvm",
+    "bhyve bhyve": "bhyve",
+    "Microsoft Hv": "hv",
+    "XenVMMXenVMM": "xen",
+    "VMwareVMware": "vmware",
+    "VBoxVBoxVBox": "vbox",
+    "___ NVMM ___": "nvmm",
+    "TCGTCGTCGTCG": "qemu-tcg",
+}
 
 
 def _raw(ev: Evidence, name: str) -> str:
@@ -47,21 +58,23 @@ def _int(value: str | None) -> int | None:
 def assess(ev: Evidence, host: str, source: str) -> Status:
     status = Status(host=host, source=source)
     sysctl = parse_sysctl(_raw(ev, "sysctl"))
-    uname_s = (ev.text("uname_s") or "").strip() or sysctl.get("kern.ostype")
     dmesg = parse_dmesg(_file_text(ev, "/var/run/dmesg.boot") or "")
+    uname_s = (ev.text("uname_s") or "").strip() or sysctl.get("kern.ostype") or dmesg.os_name
     status.root = None if ev.text("id_u") is None else (ev.text("id_u") or "").strip() == "0"
 
     if uname_s == "Linux":
         _assess_linux(ev, status)
         return status
-    if uname_s not in FREEBSD_FAMILY and not sysctl.get("kern.osrelease"):
+    if uname_s not in FREEBSD_FAMILY:
+        # OpenBSD, NetBSD, DragonFly and macOS have kern.osrelease too: only uname -s tells.
         status.os.name = uname_s or None
-        what = f"an unknown system ({uname_s})" if uname_s else "nothing bsdcrypt recognises"
+        what = f"{uname_s}" if uname_s else "no operating system bsdcrypt recognises"
         status.findings.append(
             Finding(
                 "unknown-os",
                 "unknown",
-                f"The probe found {what}: this is not a FreeBSD-family host.",
+                f"The probe found {what}: this is not a FreeBSD-family host (FreeBSD, HardenedBSD, "
+                "MidnightBSD or an appliance built on them).",
                 "Run bsdcrypt against a FreeBSD, HardenedBSD or FreeBSD-based appliance host.",
             )
         )
@@ -160,9 +173,14 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
         in_vm = False
     hypervisor = None
     if in_vm:
-        hypervisor = (vm_guest if vm_guest not in (None, "none", "generic") else None) or (
-            hv_vendor.strip() if hv_vendor and hv_vendor.strip() else None
-        ) or vm_guest or "unknown"
+        vendor = (hv_vendor or "").strip()
+        hypervisor = (
+            (vm_guest if vm_guest not in (None, "none", "generic") else None)
+            or HV_VENDORS.get(vendor)
+            or vendor
+            or vm_guest
+            or "unknown"
+        )
     return CPUInfo(
         model=sysctl.get("hw.model") or cpu.model,
         aesni=aes,
@@ -296,23 +314,59 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, variant: str) 
     return info
 
 
+_HMAC_NEEDS = {"HMAC/SHA1": "SHA1", "HMAC/SHA256": "SHA256"}
+
+
+def _driver_algorithms(status: Status) -> set[str] | None:
+    """What the AES driver does (or would do once loaded, judging by the CPU flags)."""
+    attached = [d for d in (status.driver, *status.other_drivers) if d.attached]
+    if attached:
+        return {a for d in attached for a in d.algorithms}
+    if status.cpu.aesni is None:
+        return None
+    if not status.cpu.aesni:
+        return set()
+    algos = {"AES-CBC", "AES-XTS"}
+    if status.driver.name == "aesni" and status.cpu.sha:
+        algos |= {"SHA1", "SHA256"}
+    return algos
+
+
+def _accelerable(p: GeliProvider, algos: set[str] | None) -> bool | None:
+    """GELI makes one OCF session for cipher and HMAC: the driver must do both, or all runs in software."""
+    enc = (p.encryption or "").upper()
+    if enc not in ("AES-XTS", "AES-CBC"):
+        return False
+    if algos is None:
+        return None
+    if enc not in algos:
+        return False
+    if p.authentication is None:
+        return True
+    need = _HMAC_NEEDS.get(p.authentication.upper())
+    return need is not None and need in algos
+
+
 def _geli_infos(providers: list[GeliProvider], status: Status) -> list[GeliInfo]:
     accel_now = bool(status.driver.attached and status.driver.accelerates_aes) or any(
         d.attached and d.accelerates_aes for d in status.other_drivers
     )
+    algos = _driver_algorithms(status)
     out: list[GeliInfo] = []
     for p in providers:
         crypto = (p.crypto or "").lower() or None
         accelerated = None if crypto in (None, "unknown") else crypto in ("hardware", "accelerated software")
-        aes = (p.encryption or "").upper().startswith("AES")
+        accelerable = _accelerable(p, algos)
         out.append(
             GeliInfo(
                 name=p.name,
                 encryption=p.encryption,
                 key_length=p.key_length,
                 crypto=p.crypto,
+                authentication=p.authentication,
                 accelerated=accelerated,
-                needs_reattach=bool(accelerated is False and aes and accel_now),
+                accelerable=accelerable,
+                needs_reattach=bool(accelerated is False and accelerable and accel_now),
             )
         )
     return out

@@ -44,11 +44,7 @@ class PlanInput:
 
     @classmethod
     def from_status(cls, s: Status) -> PlanInput:
-        geli = tuple(
-            g.name
-            for g in s.geli
-            if g.accelerated is False and (g.encryption or "").upper().startswith("AES")
-        )
+        geli = tuple(g.name for g in s.geli if g.accelerated is False and g.accelerable)
         return cls(
             driver=s.driver.name,
             state=s.driver.state,

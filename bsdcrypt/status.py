@@ -16,7 +16,10 @@ Verdict = Literal["ok", "warning", "critical", "unknown"]
 DriverState = Literal["builtin", "loaded", "not-loaded", "no-device", "missing", "unknown"]
 
 EXIT_CODES: dict[str, int] = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
-_RANK: dict[str, int] = {"info": 0, "ok": 0, "warning": 1, "critical": 2, "unknown": 3}
+# Which verdict wins when several apply (a host's findings, a fleet's hosts): critical before unknown,
+# so one unreachable host never hides a critical one from cron or CI (the exit codes stay 0/1/2/3).
+_RANK: dict[str, int] = {"info": 0, "ok": 0, "warning": 1, "unknown": 2, "critical": 3}
+_BY_RANK: tuple[Verdict, ...] = ("ok", "warning", "unknown", "critical")
 
 
 @dataclass
@@ -74,6 +77,8 @@ class GeliInfo:
     crypto: str | None
     accelerated: bool | None
     needs_reattach: bool
+    authentication: str | None = None  # HMAC/SHA256 etc. when the provider has integrity verification
+    accelerable: bool | None = None  # the host's AES driver can do this provider's algorithms (cipher and HMAC)
 
 
 @dataclass
@@ -99,9 +104,7 @@ class Status:
 
     @property
     def verdict(self) -> Verdict:
-        worst = max((_RANK[f.severity] for f in self.findings), default=0)
-        verdicts: tuple[Verdict, ...] = ("ok", "warning", "critical", "unknown")
-        return verdicts[worst]
+        return _BY_RANK[max((_RANK[f.severity] for f in self.findings), default=0)]
 
     @property
     def exit_code(self) -> int:

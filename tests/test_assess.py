@@ -130,3 +130,48 @@ def test_loaded_and_persisted_is_ok(conf_path: str, conf: str) -> None:
     assert "not-persisted" not in [f.id for f in s.findings]
     assert s.verdict == "ok"
     assert s.geli[0].crypto == "hardware" and s.geli[0].accelerated is True
+
+
+def _geli_list_with_auth(auth: str | None) -> bytes:
+    """The source-derived 14.x `geli list` (md0.eli accelerated, ada1p1.eli on software), with an
+    AuthenticationAlgorithm line where libgeom prints it (after KeyLength) when `auth` is given."""
+    text = (Path(__file__).resolve().parent.parent / "fixtures/parsers/geli/derived-14-geli-list-onetime-and-disk.txt").read_text()
+    text = text.split("# ---\n", 1)[1]
+    if auth:
+        text = text.replace("KeyLength: 256\n", f"KeyLength: 256\nAuthenticationAlgorithm: {auth}\n", 1)
+    return text.encode()
+
+
+@pytest.mark.parametrize(
+    ("auth", "ids", "verdict"),
+    [
+        (None, ["geli-software"], "critical"),
+        ("HMAC/SHA256", ["geli-software"], "critical"),  # the Ryzen has SHA extensions: aesni does SHA256 HMAC
+        ("HMAC/SHA512", ["geli-auth-unaccelerated"], "ok"),  # no driver does it: software is expected, not stuck
+    ],
+)
+def test_geli_provider_on_software_depends_on_its_hmac(auth: str | None, ids: list[str], verdict: str) -> None:
+    from bsdcrypt.recording import load
+
+    ev = load(HOSTS / "freebsd-14.0-current-ryzen-v1202b-builtin.yaml")[1]
+    ev.steps["geli_list"] = Step(0, _geli_list_with_auth(auth))
+    s = assess(ev, "h", "test")
+    assert [f.id for f in s.findings] == ids
+    assert s.verdict == verdict
+    soft = next(g for g in s.geli if g.name == "ada1p1.eli")
+    assert soft.authentication == auth and soft.accelerated is False
+    if ids == ["geli-software"]:
+        assert "compiled in" in s.findings[0].message  # not "attached before aesni was available"
+
+
+@pytest.mark.parametrize("system", ["OpenBSD", "NetBSD", "DragonFly", "Darwin"])
+def test_other_bsds_are_not_assessed_as_freebsd(system: str) -> None:
+    ev = Evidence(
+        {
+            "uname_s": Step(0, f"{system}\n".encode()),
+            "sysctl": Step(0, b"kern.ostype: X\nkern.osrelease: 7.4\nhw.machine_arch: amd64\n"),
+        }
+    )
+    s = assess(ev, "h", "test")
+    assert [f.id for f in s.findings] == ["unknown-os"] and s.exit_code == 3
+    assert system in s.findings[0].message

@@ -167,12 +167,14 @@ def test_one_connection_and_one_exec_per_host(full_run: dict[str, Any], loopback
 
 def test_wall_time_bounded_and_exit_status_is_the_worst(full_run: dict[str, Any]) -> None:
     proc = full_run["proc"]
-    assert proc.returncode == 3, proc.stderr  # unreachable hosts are `unknown`, the worst rank
+    # a critical host (GELI stuck on software) outranks the unreachable `unknown` ones
+    assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""  # -o: the report went to the file
     assert full_run["elapsed"] < TIMEOUT + GRACE + 3.0, full_run["elapsed"]
     doc = full_run["doc"]
     assert doc["fleet"]["hosts"] == len(full_run["what"])
-    assert doc["fleet"]["verdict"] == "unknown"
+    assert doc["fleet"]["verdict"] == "critical"
+    assert doc["fleet"]["totals"]["unknown"] > 0
     assert sum(doc["fleet"]["totals"].values()) == len(full_run["what"])
 
 
@@ -184,7 +186,11 @@ def test_table_csv_yaml(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     path.write_text("\n".join(specs + [specs[0]]) + "\n")
     base = ["fleet-audit", str(path), "-F", str(env.fleet.ssh_config), "--timeout", str(TIMEOUT)]
     table = bsdcrypt(*base)
-    assert table.returncode == 3
+    from bsdcrypt.pipeline import status_of
+    from bsdcrypt.recording import ReplayHost
+
+    critical = any(status_of(ReplayHost.from_file(env.healthy[a])).verdict == "critical" for a in addrs)
+    assert table.returncode == (2 if critical else 3)  # critical outranks the closed port's unknown
     assert "listed more than once" in table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split()[:2] == ["host", "OS"]
