@@ -29,9 +29,13 @@ _CPU_X86 = re.compile(r"^CPU: (.*?)\s*(?:\(\d+(?:\.\d+)?-MHz [^()]*-class CPU\))
 _CPU_ARM = re.compile(r"^CPU\s*0: (.*?)(?:\s+affinity:.*)?$")
 _BITFIELD = re.compile(r"^(Features2|Structured Extended Features|Structured Extended Features2)"
                        r"=0x[0-9a-fA-F]+<(.*)$")
+_BITFIELD_PREFIXES = ("Features2=", "Structured Extended Features")
 _ISA0 = re.compile(r"^Instruction Set Attributes 0 = <(.*)$")
 _HYPERVISOR = re.compile(r'^Hypervisor: Origin = "(.*)"\s*$')
 _DRIVER = re.compile(r"^(" + "|".join(DRIVERS) + r")(\d+): (.*?)\s*$")
+# First characters of every line the loop in parse_dmesg looks at after the banner:
+# HardenedBSD/Hypervisor, Copyright/CPU, Features2, Structured, Instruction, and the drivers.
+_FIRST_CHARS = frozenset("HCFSI" + "".join(d[0] for d in DRIVERS))
 _MAX_WRAP = 6  # continuation lines joined onto a wrapped bit-field line
 
 
@@ -39,8 +43,10 @@ def _kernel_lines(text: str) -> list[str]:
     """Lines of kernel output with msgbuf/syslog prefixes removed; other syslog lines dropped."""
     out: list[str] = []
     for raw in clean_text(text).splitlines():
-        line = _MSGBUF.sub("", raw, count=1)
-        tagged = _syslog(line)
+        # The regexes only run on lines that can match them (a msgbuf prefix starts with "[",
+        # a syslog time stamp with "Mmm " ): most lines of a dmesg.boot cost no regex at all.
+        line = _MSGBUF.sub("", raw, count=1) if raw[:1] == "[" else raw
+        tagged = _syslog(line) if line[3:4] == " " and "A" <= line[:1] <= "Z" else None
         if tagged is not None:
             tag, line = tagged
             if tag != "kernel":
@@ -71,20 +77,26 @@ def _boot_starts(lines: list[str]) -> list[int]:
     """
     starts: list[int] = []
     banner_in_boot = False
-    prev = ""
-    for i, line in enumerate(lines):
-        s = line.strip()
-        if not s:
-            continue
+    # Only lines holding a marker or "Copyright" can start a boot; the rest are skipped at C speed.
+    for i in [i for i, line in enumerate(lines) if _BOOT_MARK in line or "Copyright" in line]:
+        s = lines[i].strip()
         if _BOOT_MARK in s:
             starts.append(i)
             banner_in_boot = False
-        elif _COPYRIGHT.match(s) and not prev.startswith("Copyright"):
+        elif s.startswith("Copyright") and _COPYRIGHT.match(s) and not _prev_text(lines, i).startswith("Copyright"):
             if banner_in_boot or not starts:
                 starts.append(i)
             banner_in_boot = True
-        prev = s
     return starts
+
+
+def _prev_text(lines: list[str], i: int) -> str:
+    """The last non-blank line before lines[i], stripped ("" if none)."""
+    for j in range(i - 1, -1, -1):
+        s = lines[j].strip()
+        if s:
+            return s
+    return ""
 
 
 def _names(body: str) -> frozenset[str]:
@@ -139,15 +151,19 @@ def parse_dmesg(text: str) -> DmesgBoot:
         line = raw.strip()
         if not line:
             continue
-        if banner is None:
+        # Each regex below is anchored; a cheap str test that every match must pass comes
+        # first, so most lines of a long dmesg cost no regex at all.
+        if banner is None and "BSD " in line:
             m = _BANNER.match(line)
             if m:
                 banner, os_name = line, m.group(1)
                 if m.group(2).endswith("-HBSD"):
                     hbsd = True
                 continue
+        if line[0] not in _FIRST_CHARS:
+            continue
         if line.startswith("HardenedBSD: initialize and check features") or (
-            _COPYRIGHT.match(line) and "HardenedBSD" in line
+            "HardenedBSD" in line and line.startswith("Copyright") and _COPYRIGHT.match(line)
         ):
             hbsd = True
             continue
@@ -156,20 +172,23 @@ def parse_dmesg(text: str) -> DmesgBoot:
             if m and m.group(1):
                 model = m.group(1)
             continue
-        m = _BITFIELD.match(line)
-        if m:
-            joined = _join_wrapped(body, i)
-            fields[m.group(1)] = _names(joined.split("<", 1)[1])
-            continue
-        m = _ISA0.match(line)
-        if m:
-            isa0 = _isa_names(_join_wrapped(body, i).split("<", 1)[1])
-            continue
-        m = _HYPERVISOR.match(line)
-        if m:
-            hypervisor = m.group(1).strip()
-            continue
-        m = _DRIVER.match(line)
+        if line.startswith(_BITFIELD_PREFIXES):
+            m = _BITFIELD.match(line)
+            if m:
+                joined = _join_wrapped(body, i)
+                fields[m.group(1)] = _names(joined.split("<", 1)[1])
+                continue
+        if line.startswith("Instruction Set Attributes 0 = <"):
+            m = _ISA0.match(line)
+            if m:
+                isa0 = _isa_names(_join_wrapped(body, i).split("<", 1)[1])
+                continue
+        if line.startswith('Hypervisor: Origin = "'):
+            m = _HYPERVISOR.match(line)
+            if m:
+                hypervisor = m.group(1).strip()
+                continue
+        m = _DRIVER.match(line) if line.startswith(DRIVERS) else None
         if m:
             driver, msg = m.group(1), m.group(3)
             if msg.startswith("<") and ">" in msg:
