@@ -85,7 +85,7 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed fo
 
 def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
     if fmt not in allowed:
-        fail(f"unknown format {fmt!r}; choose one of: {', '.join(allowed)}", 2)
+        fail(f"unknown format {fmt!r}; choose one of: {', '.join(allowed)}")
     return fmt
 
 
@@ -108,7 +108,14 @@ def status(
     from bsdcrypt.report import FORMATS, render
 
     _check_format(fmt, FORMATS)
-    result = status_of(parse_host_spec(host), timeout=timeout)
+    try:
+        result = status_of(parse_host_spec(host), timeout=timeout)
+    except BsdcryptError as exc:
+        if fmt != "nagios":
+            raise
+        # A monitoring plugin always prints its one line on stdout, errors included.
+        write_report(f"BSDCRYPT UNKNOWN: {' '.join(str(exc).split()).replace('|', '/')}\n", output)
+        raise typer.Exit(3) from exc
     write_report(render(result, fmt), output)
     raise typer.Exit(result.exit_code)
 
@@ -182,14 +189,40 @@ def _no_color() -> None:
         typer.core.HAS_RICH = False
 
 
+def _is_click(exc: BaseException, name: str) -> bool:
+    """click's exception classes by name: typer < 0.26 uses click, later typer vendors it."""
+    return any(c.__name__ == name for c in type(exc).__mro__)
+
+
 def main() -> None:
     _no_color()
     _register_commands(sys.argv)
+    code = 0
     try:
-        app(prog_name="bsdcrypt")  # also under python -m bsdcrypt: usage lines, completion
+        # standalone_mode=False: usage errors come back to us, to exit 3 (unknown) with one line,
+        # as monitoring plugins do, instead of click's exit 2 (which would read as CRITICAL).
+        result = app(prog_name="bsdcrypt", standalone_mode=False)  # also under python -m bsdcrypt
+        code = result if isinstance(result, int) else 0
     except BsdcryptError as exc:
         typer.echo(f"bsdcrypt: {exc}", err=True)
-        sys.exit(3)
+        code = 3
     except KeyboardInterrupt:
         typer.echo("bsdcrypt: interrupted", err=True)
-        sys.exit(130)
+        code = 130
+    except Exception as exc:
+        if _is_click(exc, "NoArgsIsHelpError"):
+            pass  # `bsdcrypt` alone: the help was printed
+        elif _is_click(exc, "UsageError"):
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            typer.echo(f"bsdcrypt: {exc.format_message()}{where}", err=True)  # type: ignore[attr-defined]
+            code = 3
+        elif _is_click(exc, "Abort"):
+            typer.echo("bsdcrypt: interrupted", err=True)
+            code = 130
+        elif _is_click(exc, "ClickException"):
+            typer.echo(f"bsdcrypt: {exc.format_message()}", err=True)  # type: ignore[attr-defined]
+            code = 3
+        else:
+            raise
+    sys.exit(code)

@@ -121,3 +121,32 @@ def test_help_lists_every_command() -> None:
     r = run("--help")
     for cmd in ("status", "record", "recordings", "enable", "disable", "bench", "fleet-audit", "analyze", "probe-script"):
         assert cmd in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "--nope"],
+        ["status", "--timeout", "abc"],
+        ["status", "-f", "bogus", "--host", "replay:freebsd-13.0-hyperv-builtin"],
+        ["fleet-audit", "-j", "0", "hosts.txt"],
+        ["no-such-command"],
+    ],
+)
+def test_usage_errors_exit_3_with_one_line(args: list[str]) -> None:
+    r = run(*args)
+    assert r.returncode == 3  # unknown, as a monitoring plugin; click's 2 would read as CRITICAL
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("bsdcrypt: ")
+
+
+def test_nagios_prints_its_line_on_stdout_even_when_the_host_cannot_be_read(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("not: a recording\n")
+    r = run("status", "--host", f"replay:{bad}", "--format", "nagios")
+    assert r.returncode == 3
+    assert r.stdout.startswith("BSDCRYPT UNKNOWN: ") and r.stdout.count("\n") == 1
+
+
+def test_no_arguments_prints_help_and_exits_0() -> None:
+    r = run()
+    assert r.returncode == 0 and "status" in r.stdout

@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
         from bsdcrypt.host import parse_host_spec
 
         if fmt not in FORMATS:
-            fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}", 2)
+            fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
         h = parse_host_spec(host)
         progress = (lambda msg: typer.echo(f"  {msg}", err=True)) if fmt == "table" else None
         try:

@@ -129,7 +129,7 @@ def _execute(
     from bsdcrypt.probe import gather
 
     if fmt not in FORMATS:
-        fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}", 2)
+        fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     host = parse_host_spec(host_spec)
     try:
         evidence = gather(host)
