@@ -12,10 +12,14 @@ from bsdcrypt.errors import BsdcryptError
 def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None = None) -> None:
     """Write text to path via a temp file in the same directory and a rename.
 
-    The file is private (0600, from mkstemp) unless `mode` is given, e.g. 0o644 for a Prometheus
-    textfile that node_exporter, running as another user, must read.
+    An existing file keeps its mode; a new one gets `mode`, or stays private (0600, from mkstemp).
+    Reports pass 0o644: a Prometheus textfile must be readable by node_exporter, another user.
     """
     target = Path(path)
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except OSError:
+        pass
     directory = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)

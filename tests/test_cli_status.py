@@ -150,3 +150,20 @@ def test_nagios_prints_its_line_on_stdout_even_when_the_host_cannot_be_read(tmp_
 def test_no_arguments_prints_help_and_exits_0() -> None:
     r = run()
     assert r.returncode == 0 and "status" in r.stdout
+
+
+def test_report_files_are_0644_and_an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    new = tmp_path / "new.prom"
+    r = run("status", "--host", "replay:freebsd-13.0-hyperv-builtin", "-f", "prometheus", "-o", str(new))
+    assert r.returncode == 0 and stat.S_IMODE(os.stat(new).st_mode) == 0o644
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("replay:freebsd-13.0-hyperv-builtin\n")
+    out = tmp_path / "fleet.json"
+    assert run("fleet-audit", str(hosts), "-f", "json", "-o", str(out), "--quiet").returncode == 0
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o644
+    os.chmod(out, 0o640)
+    assert run("fleet-audit", str(hosts), "-f", "json", "-o", str(out), "--quiet").returncode == 0
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o640

@@ -106,7 +106,7 @@ def _fleet_audit(
     else:
         from bsdcrypt.fsutil import atomic_write_text
 
-        atomic_write_text(output, report)
+        atomic_write_text(output, report, mode=0o644)
         if not quiet:
             typer.echo(f"bsdcrypt: wrote {fmt} report on {len(run.results)} hosts to {output}", err=True)
     return run.exit_code
