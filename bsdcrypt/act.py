@@ -49,6 +49,34 @@ def posix_cksum(data: bytes) -> str:
     return f"{(~crc) & 0xFFFFFFFF} {len(data)}"
 
 
+# ---- symbolic links ---------------------------------------------------------------------------------
+
+# resolve PATH: print where PATH leads, following symbolic links the way the loader of the system at
+# $ROOT would: an absolute link target is taken inside $ROOT (like sysrc -R, i.e. chroot), and with a
+# root the result must stay inside it (exit 2 otherwise), so --root never reads or writes the host's
+# own files through a link in an image or a jail.
+_RESOLVE = r"""
+resolve() {
+  p=$1; n=0
+  while [ -L "$p" ]; do
+    n=$((n + 1)); [ "$n" -le 16 ] || return 1
+    l=$(readlink -- "$p") || return 1
+    case $l in
+      /*) p=$ROOT$l ;;
+      *) p=$(dirname -- "$p")/$l ;;
+    esac
+  done
+  if [ -n "$ROOT" ]; then
+    r=$(cd -- "$ROOT" && pwd -P) || return 1
+    if d=$(cd -- "$(dirname -- "$p")" 2>/dev/null && pwd -P); then
+      case "$d/" in "$r"/*) p=$d/$(basename -- "$p") ;; *) return 2 ;; esac
+    fi
+  fi
+  printf '%s\n' "$p"
+}
+"""
+
+
 # ---- reading ---------------------------------------------------------------------------------------
 
 
@@ -61,9 +89,11 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
     )
     script = "\n".join(
         [
-            f"T={token}",
-            's() { printf \'%s begin %s\\n\' "$T" "$1"; ( cat -- "$1" ) </dev/null 2>&1;'
-            ' printf \'\\n%s end %s %d\\n\' "$T" "$1" "$?"; }',
+            f"T={token}; ROOT={_q(root)}",
+            _RESOLVE,
+            's() { printf \'%s begin %s\\n\' "$T" "$1"; ( t=$(resolve "$1") || '
+            '{ echo "$1 is a symbolic link that leads outside $ROOT (or loops)"; exit 1; }; cat -- "$t" ) '
+            '</dev/null 2>&1; printf \'\\n%s end %s %d\\n\' "$T" "$1" "$?"; }',
             f"[ -e {_q(conf)} ] && s {_q(conf)}",
             f'for x in {_q(confd)}/*.conf; do [ -f "$x" ] && s "$x"; done',
             f"[ -e {_q(local)} ] && s {_q(local)}",
@@ -100,40 +130,45 @@ else
   [ ! -e "$TGT" ] || die "$F appeared since bsdcrypt read it; nothing written, run again"
 fi
 [ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
-bak=-
+# Until the rename succeeds, a failure removes what this run created (temp file and backup): the
+# host is left as it was. A crash (SIGKILL) can leave them; the loader reads neither.
+bak=; tmp=
+trap 'rm -f ${tmp:+"$tmp"} ${bak:+"$bak"}' EXIT
 if [ "$EXISTED" = 1 ]; then
-  bak="$TGT.bsdcrypt-$(date -u +%Y%m%dT%H%M%SZ)"
-  [ -e "$bak" ] && bak="$bak.$$"
-  err=$(cp -p "$TGT" "$bak" 2>&1) || die "cannot write the backup $bak: ${err##*: }"
+  b="$TGT.bsdcrypt-$(date -u +%Y%m%dT%H%M%SZ)"
+  [ -e "$b" ] && b="$b.$$"
+  err=$(cp -p "$TGT" "$b" 2>&1) || die "cannot write the backup $b: ${err##*: }"
+  bak=$b
   syncf "$bak" || die "cannot fsync the backup $bak"
 fi
 tmp=$(mktemp "$DIR/.$BASE.bsdcrypt.XXXXXX" 2>/dev/null) || die "cannot create a temporary file in $DIR"
-trap 'rm -f "$tmp"' EXIT
 if [ "$EXISTED" = 1 ]; then
-  cp -p "$TGT" "$tmp" || die "cannot copy $F's owner and mode"
+  err=$(cp -p "$TGT" "$tmp" 2>&1) || die "cannot copy $F's owner and mode: ${err##*: }"
 else
   chmod 644 "$tmp" || die "cannot chmod $tmp"
 fi
-cat > "$tmp" || die "cannot write $tmp (file system full?)"
+err=$(cat 2>&1 > "$tmp") || die "cannot write $tmp: ${err##*: }"
 syncf "$tmp" || die "cannot fsync $tmp"
 __CRASH__
-mv -f "$tmp" "$TGT" || die "cannot rename $tmp over $F"
+err=$(mv -f "$tmp" "$TGT" 2>&1) || die "cannot rename $tmp over $F: ${err##*: }"
+kept=${bak:--}; tmp=; bak=
 trap - EXIT
 syncf "$DIR" || die "renamed, but cannot fsync the directory $DIR"
-printf '%s %s\n' "bsdcrypt-write: ok" "$bak"
+printf '%s %s\n' "bsdcrypt-write: ok" "$kept"
 cat -- "$TGT"
 """
 
 _WRAPPER = r"""
-F=__F__; EXISTED=__EXISTED__; CKSUM=__CKSUM__
+F=__F__; EXISTED=__EXISTED__; CKSUM=__CKSUM__; ROOT=__ROOT__
 PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH
 LC_ALL=C; export LC_ALL
 die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
-TGT=$F
-if [ -L "$F" ]; then
-  TGT=$(realpath "$F" 2>/dev/null || readlink -f "$F" 2>/dev/null) || TGT=
-  [ -n "$TGT" ] || die "cannot resolve the symbolic link $F"
-fi
+__RESOLVE__
+TGT=$(resolve "$F"); case $? in
+  0) ;;
+  2) die "refusing to write $F: it is a symbolic link that leads outside $ROOT" ;;
+  *) die "cannot resolve the symbolic link $F (loop?)" ;;
+esac
 DIR=$(dirname -- "$TGT"); BASE=$(basename -- "$TGT")
 [ -d "$DIR" ] || die "directory $DIR does not exist"
 [ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
@@ -156,11 +191,13 @@ fi
 """
 
 
-def write_script(edit: FileEdit, *, crash_before_rename: bool = False) -> str:
+def write_script(edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> str:
     """The sh snippet that replaces `edit.path` with the bytes on its stdin (see docs/enable.md)."""
     body = _BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":")
     return (
-        _WRAPPER.replace("__F__", _q(edit.path))
+        _WRAPPER.replace("__RESOLVE__", _RESOLVE)
+        .replace("__ROOT__", _q(root.rstrip("/")))
+        .replace("__F__", _q(edit.path))
         .replace("__EXISTED__", "1" if edit.existed else "0")
         .replace("__CKSUM__", _q(posix_cksum(edit.before)))
         .replace("__BODY__", _q(body))
@@ -173,9 +210,10 @@ class WriteResult:
     backup: str | None
 
 
-def safe_write(host: Host, edit: FileEdit, *, crash_before_rename: bool = False) -> WriteResult:
+def safe_write(host: Host, edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> WriteResult:
     """Write one FileEdit on the host, then re-read and re-parse it. Raises ActError (one line)."""
-    res = host.run(write_script(edit, crash_before_rename=crash_before_rename), input=edit.after, timeout=120)
+    script = write_script(edit, root=root, crash_before_rename=crash_before_rename)
+    res = host.run(script, input=edit.after, timeout=120)
     if res.rc != 0 or not res.stdout.startswith(_OK.encode()):
         lines = [ln for ln in res.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
         msg = next((ln for ln in reversed(lines) if ln.startswith("bsdcrypt-write: ")), None)
@@ -242,7 +280,7 @@ class ActResult:
     writes: list[WriteResult] = field(default_factory=list)
 
 
-def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: None) -> ActResult:
+def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: None, root: str = "") -> ActResult:
     """Run the plan's actions in order on `host`; stop at the first failure (ActError)."""
     if plan.refusal is not None:
         raise ActError(f"{plan.refusal.reason} ({plan.refusal.advice})")
@@ -266,7 +304,7 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
                     )
                 say(f"ran {' '.join(action.argv)}")
         elif isinstance(action, WriteFile):
-            result = safe_write(host, action.edit)
+            result = safe_write(host, action.edit, root=root)
             out.writes.append(result)
             backup = f" (backup: {result.backup})" if result.backup else " (new file)"
             say(f"wrote {result.path}{backup}")

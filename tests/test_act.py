@@ -74,13 +74,15 @@ def test_creates_missing_loader_conf(root: Path) -> None:
     assert stat.S_IMODE(conf.stat().st_mode) == 0o644
 
 
-def test_follows_symlinked_loader_conf(root: Path) -> None:
+@pytest.mark.parametrize("target", ["/etc-loader.conf", "../etc-loader.conf"])
+def test_follows_symlinked_loader_conf(root: Path, target: str) -> None:
+    """An absolute link in the system at --root means a path inside it, as for the loader (sysrc -R)."""
     real = root / "etc-loader.conf"
     write(real, b"a=1\n")
-    (root / "boot" / "loader.conf").symlink_to(real)
+    (root / "boot" / "loader.conf").symlink_to(target)
     host = LocalHost()
     (edit,) = set_yes(read_loader_files(host, str(root)), root=str(root))
-    safe_write(host, edit)
+    safe_write(host, edit, root=str(root))
     assert (root / "boot" / "loader.conf").is_symlink()
     assert real.read_bytes() == b'a=1\naesni_load="YES" # bsdcrypt enable: added\n'
     assert backups(root) and backups(root)[0].read_bytes() == b"a=1\n"
@@ -233,3 +235,32 @@ def test_perform_disable_on_disk(root: Path) -> None:
     assert b"aesni_load" in conf.read_bytes()
     perform(host, plan_disable(read_loader_files(host, str(root))))
     assert conf.read_bytes() == b"a=1"
+
+
+def test_root_never_follows_a_link_out_of_the_root(root: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    outside = tmp_path_factory.mktemp("host") / "hostname"
+    write(outside, b"the host's own file\n")
+    link = root / "boot" / "loader.conf.local"
+    link.symlink_to(os.path.relpath(outside, link.parent))  # relative, but climbs out of the root
+    with pytest.raises(ActError, match="outside"):
+        read_loader_files(LocalHost(), str(root))
+    write(root / "boot" / "loader.conf", b"a=1\n")
+    (edit,) = set_yes([(str(root / "boot" / "loader.conf"), b"a=1\n")], root=str(root))
+    link.unlink()
+    (root / "boot" / "loader.conf").unlink()
+    (root / "boot" / "loader.conf").symlink_to(outside)  # absolute: taken inside the root, which lacks it
+    with pytest.raises(ActError):
+        safe_write(LocalHost(), edit, root=str(root))
+    assert outside.read_bytes() == b"the host's own file\n"
+    assert not list(outside.parent.glob("*.bsdcrypt-*"))
+
+
+def test_a_failed_write_leaves_no_backup_or_temp_file(root: Path) -> None:
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    (edit,) = set_yes(read_loader_files(LocalHost(), str(root)), root=str(root))
+    conf.write_bytes(b"a=2\n")  # changed behind our back: the write must stop before the rename
+    with pytest.raises(ActError, match="changed since"):
+        safe_write(LocalHost(), edit, root=str(root))
+    assert conf.read_bytes() == b"a=2\n"
+    assert sorted(p.name for p in (root / "boot").iterdir() if p.name != ".bsdcrypt.lock") == ["loader.conf", "loader.conf.d"]

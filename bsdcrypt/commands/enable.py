@@ -159,7 +159,7 @@ def _execute(
         _confirm(yes)
         loads_driver = any(isinstance(a, RunCommand) and a.argv[:1] == ("kldload",) for a in plan.actions)
         before = _measure(host, status, "before enabling") if bench and loads_driver else None
-        perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"))
+        perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"), root=root)
         if plan.writes:
             from bsdcrypt.loaderconf import effective, is_yes
 
