@@ -41,6 +41,7 @@ class PlanInput:
     is_root: bool | None = None
     persisted: bool | None = None  # compiled in, or an effective <driver>_load="YES"
     geli_software: tuple[str, ...] = ()  # AES GELI providers on software crypto
+    kernel_ident: str | None = None  # GENERIC, HARDENEDBSD, TRUENAS, a custom config name
 
     @classmethod
     def from_status(cls, s: Status) -> PlanInput:
@@ -59,6 +60,7 @@ class PlanInput:
             is_root=s.root,
             persisted=s.persist.configured,
             geli_software=geli,
+            kernel_ident=s.os.kernel_ident,
         )
 
 
@@ -79,6 +81,7 @@ class WriteFile:
 class Refuse:
     reason: str
     advice: str
+    needs_root: bool = False  # the plan is right, only the user is not root (a dry run still shows it)
 
 
 @dataclass(frozen=True)
@@ -218,11 +221,11 @@ def plan_enable(
 
     sha_only = bool(p.attached and p.accelerates_aes is False)
     if p.state == "builtin" and p.attached and not sha_only:
-        why = "it is compiled into the running kernel"
-        if driver == "aesni" and p.variant in ("hardenedbsd", "opnsense"):
-            why += " (HardenedBSD's kernel has included aesni since 10-STABLE)"
-        elif driver in ("aesni", "armv8crypto"):
-            why += f" (GENERIC includes {driver} since FreeBSD 13.0)"
+        why = f"it is compiled into the running kernel ({p.kernel_ident or 'unknown config'})"
+        if p.kernel_ident == "HARDENEDBSD":
+            why += "; HardenedBSD's kernel has included aesni since 10-STABLE"
+        elif p.kernel_ident == "GENERIC":
+            why += f"; GENERIC includes {driver} since FreeBSD 13.0"
         act.append(
             Note(
                 f"{driver} is already active: {why}. Nothing to load, and no {driver}_load line is "
@@ -318,13 +321,14 @@ def plan_enable(
                 Refuse(
                     "loading a kernel module needs root",
                     "run it as root, e.g. `doas bsdcrypt enable` or `sudo bsdcrypt enable`",
+                    needs_root=True,
                 )
             )
         act.append(RunCommand(("kldload", driver), f"load the {driver} driver now", check="kldload"))
         act.append(
             RunCommand(
                 ("sysctl", "-n", f"dev.{driver}.0.%desc"),
-                f"check that a {driver}0 device attached and accelerates AES",
+                f"check that an {driver}0 device attached and accelerates AES",
                 check="verify",
             )
         )
@@ -333,7 +337,7 @@ def plan_enable(
 
     if persist:
         if p.is_root is False and not any(isinstance(a, Refuse) for a in act):
-            act.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)"))
+            act.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)", needs_root=True))
         act.extend(_persist_actions(files, driver, root))
     elif p.persisted is False:
         act.append(Note(f"nothing loads {driver} at boot yet: add --persist to keep it after a reboot."))
@@ -360,7 +364,7 @@ def plan_disable(
         )
         return plan
     if is_root is False:
-        plan.actions.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)"))
+        plan.actions.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)", needs_root=True))
     for e in edits:
         plan.actions.append(WriteFile(e, f"undo bsdcrypt enable's change to {e.path}"))
     after = loaderconf.effective(loaderconf.apply(files, edits), name)

@@ -19,8 +19,9 @@ runner = CliRunner()
 RECORDINGS = {
     "freebsd-11.0-current-custom-kernel-x-no-aesni": (0, "$ kldload aesni"),
     "freebsd-12.2-bhyve-aesni-flag-hidden": (2, "passthrough"),
-    "freebsd-12.2-bhyve-geli-software-aesni-kldloaded": (2, "vtbd1.eli"),  # probe ran as non-root
-    "freebsd-12.2-bhyve-not-loaded-overridden": (2, '+aesni_load="YES" # bsdcrypt enable: was=NO'),
+    # the probe ran as non-root: a dry run shows what root would do, says so, and exits 0
+    "freebsd-12.2-bhyve-geli-software-aesni-kldloaded": (0, "applying this needs root"),
+    "freebsd-12.2-bhyve-not-loaded-overridden": (0, '+aesni_load="YES" # bsdcrypt enable: was=NO'),
     "freebsd-13.0-hyperv-builtin": (0, "GENERIC includes aesni since FreeBSD 13.0"),
     "freebsd-14.0-current-ryzen-v1202b-builtin": (0, "compiled into the running kernel"),
     "freenas-11.3-xeon-x3430-no-aesni-old-msg": (2, "no AES instructions"),

@@ -41,14 +41,14 @@ TABLE: list[tuple[str, PlanInput, bool, list[str], str]] = [
     ),
     (
         "13+ GENERIC builtin",
-        replace(BASE, state="builtin", attached=True, accelerates_aes=True),
+        replace(BASE, state="builtin", attached=True, accelerates_aes=True, kernel_ident="GENERIC"),
         True,
         ["note"],
         "GENERIC includes aesni since FreeBSD 13.0",
     ),
     (
         "HardenedBSD builtin",
-        replace(BASE, state="builtin", attached=True, accelerates_aes=True, variant="hardenedbsd"),
+        replace(BASE, state="builtin", attached=True, accelerates_aes=True, variant="hardenedbsd", kernel_ident="HARDENEDBSD"),
         False,
         ["note"],
         "HardenedBSD",

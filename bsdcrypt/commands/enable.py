@@ -69,13 +69,16 @@ def render_plan(plan: Plan, host: str) -> str:
     for a in plan.actions:
         if isinstance(a, Note):
             lines.append(f"  - {a.text}")
-        elif isinstance(a, Refuse):
+        elif isinstance(a, Refuse) and not a.needs_root:
             lines.append(f"  ! refused: {a.reason}.")
             lines.append(f"    what to do: {a.advice}")
         elif isinstance(a, RunCommand):
             lines.append(f"  $ {' '.join(a.argv)}    # {a.why}")
         elif isinstance(a, WriteFile):
             lines.append(f"  > {a.edit.path}    # {a.why}")
+    for a in plan.actions:
+        if isinstance(a, Refuse) and a.needs_root:
+            lines.append(f"  ! not as this user: {a.reason}; {a.advice}.")
     diffs = [w.edit.diff() for w in plan.writes]
     return "\n".join(lines) + "\n" + ("\n" + "".join(diffs) if diffs else "")
 
@@ -144,6 +147,11 @@ def _execute(
         else:
             typer.echo(render_plan(plan, status.host), nl=False)
         if plan.refusal is not None:
+            if dry_run and plan.refusal.needs_root:
+                # The plan is what root would do: showing it is what a dry run is for.
+                if fmt == "text":
+                    typer.echo("dry run: nothing changed (applying this needs root).")
+                raise typer.Exit(0)
             raise typer.Exit(EXIT_REFUSED)
         if not plan.changes_something:
             if fmt == "text":
