@@ -364,7 +364,9 @@ def plan_disable(
         )
         return plan
     if is_root is False:
-        plan.actions.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)", needs_root=True))
+        plan.actions.append(
+            Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)", needs_root=True)
+        )
     for e in edits:
         plan.actions.append(WriteFile(e, f"undo bsdcrypt enable's change to {e.path}"))
     after = loaderconf.effective(loaderconf.apply(files, edits), name)
