@@ -12,7 +12,7 @@ from bsdcrypt.loaderconf import effective, files_from_evidence, is_yes
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.geli import parse_geli_list
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
-from bsdcrypt.parsers.linux import parse_cpuinfo_flags
+from bsdcrypt.parsers.linux import parse_cpuinfo_flags, parse_cpuinfo_model
 from bsdcrypt.parsers.osrelease import parse_os_release, parse_product
 from bsdcrypt.parsers.sysctl import parse_sysctl
 from bsdcrypt.parsers.version import parse_freebsd_version, parse_release
@@ -222,7 +222,7 @@ def _driver_infos(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, os: OS
         info = _driver_info(name, ev, kld, dev, dmesg, os)
         if name == primary:
             infos.insert(0, info)
-        elif info.state in ("builtin", "loaded", "no-device"):
+        elif info.attached:  # other drivers only when they do something (padlock on Intel never attaches)
             infos.append(info)
     if primary is None:
         infos.insert(0, DriverInfo(name=None, state="missing"))
@@ -307,6 +307,9 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, variant: str) 
         info.configured = None
         info.needed = True
         info.source = "appliance setting"
+    elif ev.step("file:/boot/loader.conf") is None:
+        info.configured = None  # the probe did not get to the loader configuration
+        info.needed = None
     else:
         info.configured = yes
         usable = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
@@ -385,7 +388,12 @@ def _assess_linux(ev: Evidence, status: Status) -> None:
     )
     aes = None if flags is None else ("aes" in flags)
     vm = None if flags is None else ("hypervisor" in flags)
-    status.cpu = CPUInfo(aesni=aes, sha=None if flags is None else ("sha_ni" in flags), vm=vm)
+    status.cpu = CPUInfo(
+        model=parse_cpuinfo_model(_raw(ev, "linux_cpu_flags")),
+        aesni=aes,
+        sha=None if flags is None else ("sha_ni" in flags),
+        vm=vm,
+    )
     loaded = ev.step("linux_aesni_intel")
     state = "unknown" if loaded is None else ("loaded" if loaded.ok else "not-loaded")
     status.driver = DriverInfo(name="aesni_intel", state=state)  # type: ignore[arg-type]

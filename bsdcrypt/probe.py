@@ -35,7 +35,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("opnsense_version", "opnsense-version"),
     ("ghostbsd_version", "ghostbsd-version"),
     ("id_u", "id -u"),
-    ("linux_cpu_flags", "grep -m1 -E '^(flags|Features)[[:space:]]*:' /proc/cpuinfo"),
+    ("linux_cpu_flags", "grep -m2 -E '^(model name|flags|Features)[[:space:]]*:' /proc/cpuinfo"),
     ("linux_aesni_intel", "test -d /sys/module/aesni_intel || grep -qs '^driver.*aesni' /proc/crypto"),
 )
 

@@ -162,6 +162,8 @@ class ReplayHost:
         return None
 
 
+_DISKID = re.compile(rb"(diskid/DISK-)[^\s/.]+")  # GEOM names built from a disk's serial number
+_UUID = re.compile(rb"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _MAC = re.compile(rb"\b(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}\b")
 _SERIAL = re.compile(rb"(?i)(\b(?:serial(?:[ _]?number)?|hostuuid|uuid)\b\s*[:=]?\s*)[^\s<>,]+")
 
@@ -177,5 +179,7 @@ def redact(evidence: Evidence, hostname: str) -> Evidence:
             data = re.sub(rb"(?<![\w.-])" + re.escape(n.encode()) + rb"(?![\w.-])", b"host.example", data)
         data = _MAC.sub(b"00:00:5e:00:53:00", data)
         data = _SERIAL.sub(rb"\1REDACTED", data)
+        data = _DISKID.sub(rb"\1REDACTED", data)
+        data = _UUID.sub(b"00000000-0000-0000-0000-000000000000", data)
         out[key] = Step(st.rc, data)
     return Evidence(out)

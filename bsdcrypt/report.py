@@ -7,6 +7,16 @@ from typing import Any
 
 from bsdcrypt.status import Status
 
+VARIANT_NAMES = {
+    "hardenedbsd": "HardenedBSD",
+    "pfsense": "pfSense",
+    "opnsense": "OPNsense",
+    "truenas": "TrueNAS",
+    "freenas": "FreeNAS",
+    "ghostbsd": "GhostBSD",
+    "midnightbsd": "MidnightBSD",
+}
+
 FORMATS = ("table", "json", "yaml", "nagios", "prometheus")
 
 
@@ -30,13 +40,13 @@ def table(s: Status) -> str:
     o, c, d, p = s.os, s.cpu, s.driver, s.persist
     osline = " ".join(x for x in (o.name, o.release, o.arch) if x) or "unknown"
     if o.variant not in ("freebsd", "unknown", None) and o.variant != (o.name or "").lower():
-        osline += f"  [{o.product or o.variant}]"
+        osline += f"  [{o.product or VARIANT_NAMES.get(o.variant, o.variant)}]"
     if o.kernel_ident:
         osline += f"  kernel {o.kernel_ident}"
     cpu = c.model or "unknown CPU"
     cpu += f"  AES: {_yesno(c.aesni)}  SHA: {_yesno(c.sha)}"
     if c.vm:
-        cpu += f"  VM: {c.hypervisor}"
+        cpu += f"  VM: {c.hypervisor or 'yes'}"
     drv = f"{d.name or '-'}: {d.state}"
     if d.algorithms:
         drv += f"  <{','.join(d.algorithms)}>"
@@ -45,8 +55,10 @@ def table(s: Status) -> str:
     for other in s.other_drivers:
         drv += f"\n{other.name}: {other.state}"
     persist = "compiled in" if d.compiled_in else _yesno(p.configured)
-    if p.source and p.source != "kernel":
+    if p.value is not None and p.source:
         persist += f"  ({d.name}_load={p.value} at {p.source})"
+    elif p.source == "appliance setting":
+        persist = f"by the {o.product or VARIANT_NAMES.get(o.variant, o.variant)} crypto setting (not visible to the probe)"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
     rows = [

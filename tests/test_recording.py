@@ -64,11 +64,14 @@ def test_redaction_replaces_hostname_macs_and_serials() -> None:
         {
             "uname_a": Step(0, b"FreeBSD fw1.corp.example 13.2-RELEASE amd64\n"),
             "d": Step(0, b"em0: Ethernet address: 00:1b:21:3a:4f:9c\nada0: Serial Number WD-WCC4N1234567\n"),
+            "geli_list": Step(0, b"Geom name: diskid/DISK-S3Z8NB0K123456X.eli\nName: gptid/4f1c2a3b-1d2e-11ee-9a7c-0cc47a1b2c3d\n"),
         }
     )
     out = redact(ev, "fw1.corp.example")
     text = b"".join(s.out for s in out.steps.values())
     assert b"fw1" not in text and b"00:1b:21:3a:4f:9c" not in text and b"WD-WCC4N1234567" not in text
+    assert b"S3Z8NB0K123456X" not in text and b"diskid/DISK-REDACTED.eli" in text
+    assert b"4f1c2a3b" not in text and b"gptid/00000000-0000-0000-0000-000000000000" in text
     assert b"Serial Number" in text
 
 

@@ -14,6 +14,18 @@ _LINE = re.compile(r"^\s*(?:flags|Features|Flags)\s*:\s*(.*)$")
 _FLAG = re.compile(r"^[a-z0-9_.]+$")
 
 
+_MODEL = re.compile(r"^\s*model name\s*:\s*(.*?)\s*$")
+
+
+def parse_cpuinfo_model(text: str) -> str | None:
+    """The `model name` of the first CPU (x86); None when absent. Never raises."""
+    for line in clean_text(text).splitlines():
+        m = _MODEL.match(line)
+        if m and m.group(1):
+            return m.group(1)
+    return None
+
+
 def parse_cpuinfo_flags(text: str) -> frozenset[str] | None:
     """The flag set of the first `flags`/`Features` line; None when there is none. Never raises."""
     for line in clean_text(text).splitlines():

@@ -45,3 +45,12 @@ def test_none(text: str) -> None:
 @given(st.text())
 def test_never_raises(text: str) -> None:
     parse_cpuinfo_flags(text)
+
+
+def test_model_name_comes_with_the_flags_line() -> None:
+    from bsdcrypt.parsers.linux import parse_cpuinfo_model
+
+    text = "model name\t: Intel(R) Xeon(R) CPU E5-2630 v4 @ 2.20GHz\nflags\t\t: fpu vme aes sse4_1\n"
+    assert parse_cpuinfo_model(text) == "Intel(R) Xeon(R) CPU E5-2630 v4 @ 2.20GHz"
+    assert parse_cpuinfo_flags(text) == frozenset({"fpu", "vme", "aes", "sse4_1"})
+    assert parse_cpuinfo_model("Features\t: fp asimd aes\n") is None
