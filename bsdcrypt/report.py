@@ -58,7 +58,8 @@ def table(s: Status) -> str:
     if p.value is not None and p.source:
         persist += f"  ({d.name}_load={p.value} at {p.source})"
     elif p.source == "appliance setting":
-        persist = f"by the {o.product or VARIANT_NAMES.get(o.variant, o.variant)} crypto setting (not visible to the probe)"
+        product = o.product or VARIANT_NAMES.get(o.variant, o.variant)
+        persist = f"by the {product} crypto setting (not visible to the probe)"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
     rows = [
