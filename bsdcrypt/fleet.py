@@ -465,7 +465,7 @@ def render_table(run: FleetRun) -> str:
     out = tabulate(rows, headers=list(HEADERS.values()), tablefmt="simple")
     totals = run.totals()
     parts = [f"{n} {v}" for v, n in totals.items() if n]
-    summary = f"{len(run.results)} hosts: " + ", ".join(parts)
+    summary = f"{len(run.results)} host{'' if len(run.results) == 1 else 's'}: " + ", ".join(parts)
     if run.failed:
         summary += f" ({run.failed} could not be audited)"
     summary += f"; {run.elapsed:.1f}s, parallel {run.parallel}, timeout {run.timeout:g}s"

@@ -169,7 +169,7 @@ def parse_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None)
     entries: list[HostEntry] = []
     seen: dict[tuple[str, ...], HostEntry] = {}
     dups: dict[tuple[str, ...], Duplicate] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):  # a BOM from Windows editors
         where = f"{name}:{number}"
         body = _strip_comment(raw)
         if not body:

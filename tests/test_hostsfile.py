@@ -89,3 +89,10 @@ def test_split_spec(spec: str, want: tuple[object, ...]) -> None:
 def test_split_spec_rejects(spec: str) -> None:
     with pytest.raises(SpecError):
         split_spec(spec)
+
+
+def test_a_byte_order_mark_is_ignored() -> None:
+    from bsdcrypt.hostsfile import parse_hosts
+
+    hosts = parse_hosts("\ufeffroot@fw1:2222\n", "hosts.txt")
+    assert len(hosts.entries) == 1 and hosts.entries[0].host == "fw1"
