@@ -134,7 +134,8 @@ def _table(run: FleetRun) -> str:
     out = tabulate(rows, headers=list(fleet.HEADERS.values()), tablefmt="simple")
     totals = run.totals()
     tot = tabulate([[v.upper(), n] for v, n in totals.items()], headers=["verdict", "hosts"], tablefmt="simple")
-    summary = f"{len(run.results)} host{'' if len(run.results) == 1 else 's'}: " + ", ".join(f"{n} {v}" for v, n in totals.items() if n)
+    n_hosts = len(run.results)
+    summary = f"{n_hosts} host{'' if n_hosts == 1 else 's'}: " + ", ".join(f"{n} {v}" for v, n in totals.items() if n)
     if run.failed:
         summary += f" ({run.failed} without usable probe output)"
     return f"{out}\n\n{tot}\n\n{summary}\n"
