@@ -115,6 +115,14 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
     return loaderconf.loader_order(out)
 
 
+def read_root_release(host: Host, root: str) -> str | None:
+    """The userland release of the system at `root`, from its freebsd-version(1) script."""
+    path = root.rstrip("/") + "/bin/freebsd-version"
+    res = host.run(f"sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' {_q(path)}", timeout=30)
+    text = res.stdout.decode("utf-8", "replace").strip()
+    return text.splitlines()[0] if res.ok and text else None
+
+
 # ---- the safe write --------------------------------------------------------------------------------
 
 _BODY = r"""

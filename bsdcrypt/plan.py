@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from bsdcrypt import loaderconf
 from bsdcrypt.loaderconf import FileEdit
+from bsdcrypt.parsers.version import parse_release
 from bsdcrypt.status import DriverState, Status
 
 APPLIANCES = ("pfsense", "opnsense", "truenas", "freenas")
@@ -42,6 +43,7 @@ class PlanInput:
     persisted: bool | None = None  # compiled in, or an effective <driver>_load="YES"
     geli_software: tuple[str, ...] = ()  # AES GELI providers on software crypto
     kernel_ident: str | None = None  # GENERIC, HARDENEDBSD, TRUENAS, a custom config name
+    root_release: str | None = None  # with --root: the userland release of the system at DIR
 
     @classmethod
     def from_status(cls, s: Status) -> PlanInput:
@@ -185,8 +187,9 @@ def plan_enable(
     *,
     persist: bool = False,
     root: str = "",
+    force: bool = False,
 ) -> Plan:
-    """What `bsdcrypt enable [--persist] [--root DIR]` should do on this host."""
+    """What `bsdcrypt enable [--persist] [--root DIR [--force]]` should do on this host."""
     plan = Plan()
     act = plan.actions
     driver = p.driver
@@ -202,7 +205,20 @@ def plan_enable(
         if not persist:
             act.append(Refuse("with --root there is nothing to do without --persist", "add --persist"))
             return plan
-        act.extend(_persist_actions(files, loader_driver(p), root))
+        drv = loader_driver(p)
+        rel = parse_release(p.root_release) if p.root_release else None
+        if rel is not None and rel.major >= 13 and not force:
+            act.append(
+                Refuse(
+                    f"the system at {root} is FreeBSD {rel.raw}: GENERIC has {drv} compiled in since 13.0, "
+                    f"so no {drv}_load line is needed",
+                    f"if it boots a custom kernel without `device {drv}`, rerun with --force",
+                )
+            )
+            return plan
+        if rel is None:
+            act.append(Note(f"the release of the system at {root} is unknown (no {root}/bin/freebsd-version)."))
+        act.extend(_persist_actions(files, drv, root))
         return plan
 
     if p.os_name not in ("FreeBSD", "MidnightBSD") and p.variant not in APPLIANCES + ("hardenedbsd",):

@@ -264,3 +264,26 @@ def test_a_failed_write_leaves_no_backup_or_temp_file(root: Path) -> None:
         safe_write(LocalHost(), edit, root=str(root))
     assert conf.read_bytes() == b"a=2\n"
     assert sorted(p.name for p in (root / "boot").iterdir() if p.name != ".bsdcrypt.lock") == ["loader.conf", "loader.conf.d"]
+
+
+@pytest.mark.parametrize(("version", "refused"), [("13.2-RELEASE-p4", True), ("12.4-RELEASE-p9", False), (None, False)])
+def test_root_decides_from_the_release_of_the_system_at_root(root: Path, version: str | None, refused: bool) -> None:
+    """freebsd-version(1) in the image says its release; 13.0+ GENERIC has aesni compiled in."""
+    from typer.testing import CliRunner
+
+    from bsdcrypt.cli import _register_commands, app
+
+    if version:
+        (root / "bin").mkdir()
+        # the line as bin/freebsd-version/freebsd-version.sh.in has it once built
+        (root / "bin" / "freebsd-version").write_text(f'#!/bin/sh\nUSERLAND_VERSION="{version}"\n')
+    write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
+    _register_commands()
+    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
+    assert (r.exit_code == 2) is refused, r.output
+    written = (root / "boot" / "loader.conf").read_bytes()
+    assert (b"aesni_load" in written) is not refused
+    if refused:
+        assert "--force" in r.output and "13.2-RELEASE-p4" in r.output
+        r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--force", "--root", str(root)])
+        assert r.exit_code == 0 and b'aesni_load="YES"' in (root / "boot" / "loader.conf").read_bytes()

@@ -141,11 +141,18 @@ def _execute(
         # re-checks their content on the host, so a change in between is caught, not clobbered).
         files = read_loader_files(host, root) if root else files_from_evidence(evidence)
         inp = PlanInput.from_status(status)
+        if root:
+            from dataclasses import replace
+
+            from bsdcrypt.act import read_root_release
+
+            inp = replace(inp, root_release=read_root_release(host, root))
         plan: Plan = plan_for(inp, files)
         if fmt == "json":
-            typer.echo(json.dumps({"host": status.host, "plan": plan_to_dict(plan)}, indent=2))
+            target = f"{status.host}:{root}" if root else status.host
+            typer.echo(json.dumps({"host": target, "plan": plan_to_dict(plan)}, indent=2))
         else:
-            typer.echo(render_plan(plan, status.host), nl=False)
+            typer.echo(render_plan(plan, f"the system at {root} (on {status.host})" if root else status.host), nl=False)
         if plan.refusal is not None:
             if dry_run and plan.refusal.needs_root:
                 # The plan is what root would do: showing it is what a dry run is for.
@@ -194,6 +201,10 @@ def enable(
     root: RootOpt = "",
     fmt: FormatOpt = "text",
     bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="With --root: write aesni_load even for a 13.0+ system (custom kernel)."),
+    ] = False,
 ) -> None:
     """Load the kernel AES driver now (kldload) and, with --persist, at every boot.
 
@@ -203,7 +214,7 @@ def enable(
     from bsdcrypt.plan import plan_enable
 
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
-        return plan_enable(inp, files, persist=persist, root=root)
+        return plan_enable(inp, files, persist=persist, root=root, force=force)
 
     _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench)
 
