@@ -199,6 +199,8 @@ def register(app: typer.Typer) -> None:
 
         if fmt not in FORMATS:
             fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+        if host.startswith("replay:"):
+            fail("bench measures a live host (local or over SSH); a recording cannot run commands")
         h = parse_host_spec(host)
         progress = (lambda msg: typer.echo(f"  {msg}", err=True)) if fmt == "table" else None
         try:
