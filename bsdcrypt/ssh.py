@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import paramiko
+from paramiko.packet import Packetizer
 
 from bsdcrypt.errors import HostError
 from bsdcrypt.host import RunResult
@@ -231,6 +232,8 @@ class Target:
 
 
 def _expand_path(path: str, target: dict[str, str]) -> str:
+    if "%" not in path:  # nothing to substitute (the common case): skip the token table
+        return os.path.expanduser(path)
     for token, value in (("%d", str(Path.home())), ("%h", target["h"]), ("%p", target["p"]),
                          ("%r", target["r"]), ("%u", target["u"]), ("%%", "%")):
         path = path.replace(token, value)
@@ -239,6 +242,18 @@ def _expand_path(path: str, target: dict[str, str]) -> str:
 
 def _yes(value: str | None) -> bool:
     return (value or "").strip().lower() in ("yes", "true", "on")
+
+
+class _SSHConfig(paramiko.SSHConfig):
+    """paramiko's SSHConfig, minus a per-host cost: `_tokenize` looks up the local user, host name
+    and home folder and hashes them for every value of every lookup, even when the value holds
+    no token. Every token starts with `%` or is `~`, so a value with neither is returned as is;
+    values with tokens still go through paramiko."""
+
+    def _tokenize(self, config: Any, target_hostname: str, key: str, value: Any) -> Any:
+        if isinstance(value, str) and "%" not in value and "~" not in value:
+            return value
+        return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]
 
 
 @dataclass
@@ -253,9 +268,10 @@ class SSHContext:
     _keys: dict[str, paramiko.PKey | str] = field(init=False, default_factory=dict)
     _key_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _user_config: bool = field(init=False, default=False)
+    _local_user: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.config = paramiko.SSHConfig()
+        self.config = _SSHConfig()
         paths: list[str]
         if self.config_path is not None:
             path = os.path.expanduser(self.config_path)
@@ -281,8 +297,9 @@ class SSHContext:
             raise SSHError("config", f"ssh config lookup for {alias} failed: {exc}") from exc
         hostname = str(opts.get("hostname") or alias)
         the_port = port if port is not None else int(opts.get("port", 22))
-        the_user = user or str(opts.get("user") or "") or getpass.getuser()
-        tokens = {"h": hostname, "p": str(the_port), "r": the_user, "u": getpass.getuser()}
+        local_user = self.local_user()
+        the_user = user or str(opts.get("user") or "") or local_user
+        tokens = {"h": hostname, "p": str(the_port), "r": the_user, "u": local_user}
         ids = opts.get("identityfile")
         identity_files = [_expand_path(p, tokens) for p in ids] if ids else [
             os.path.expanduser(p) for p in DEFAULT_IDENTITIES
@@ -309,6 +326,15 @@ class SSHContext:
             hash_known_hosts=_yes(opts.get("hashknownhosts")),
             accept_new=self.accept_new or strict in ("accept-new", "no", "off"),
         )
+
+    def local_user(self) -> str:
+        """The local login name, looked up once per run (getpass may read the passwd database)."""
+        if self._local_user is None:
+            try:
+                self._local_user = getpass.getuser()
+            except (OSError, KeyError) as exc:
+                raise SSHError("config", f"cannot tell the local user name: {exc}") from exc
+        return self._local_user
 
     def _lookup(self, alias: str, user: str | None, port: int | None) -> Any:
         """Config lookup; a user or port given on the host line wins over the config, as `ssh -l/-p` do,
@@ -368,33 +394,80 @@ def default_context() -> SSHContext:
 # --------------------------------------------------------------------------- the host
 
 
-class _QuickAckSocket:
-    """A TCP socket that re-arms TCP_QUICKACK after each recv (Linux).
+class _WireSocket:
+    """The TCP socket as paramiko's packet layer sees it: buffered reads, quick ACKs (Linux).
+
+    paramiko reads every packet with two exact-size `recv` calls (length, then the rest), so a
+    host costs ~35 reads, each a system call that also drops and re-takes the GIL. One `recv`
+    of up to 16 KiB takes whatever the kernel holds (usually a whole flight of packets) and
+    the following reads are served from it.
 
     After authentication sshd writes two small packets back to back (the host-keys notice, then
     the channel-open confirmation); with Nagle on the server side and the client's delayed ACK,
-    the second one waits ~40 ms for an ACK the client has no reason to send. Acknowledging at
-    once removes that stall from every host; nothing else changes.
+    the second one waits ~40 ms for an ACK the client has no reason to send. Re-arming
+    TCP_QUICKACK after each read acknowledges at once and removes that stall from every host.
     """
 
-    __slots__ = ("_sock",)
+    __slots__ = ("_sock", "send", "_buf", "_pos")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
+        self.send = sock.send  # paramiko's packet writer: straight to the socket, no __getattr__
+        self._buf = b""
+        self._pos = 0
 
     def recv(self, n: int) -> bytes:
-        data = self._sock.recv(n)
-        try:
-            self._sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
-        except OSError:
-            pass
-        return data
+        buf, pos = self._buf, self._pos
+        if not buf:
+            data = self._sock.recv(max(n, _READ_SIZE))
+            self._quickack()
+            if len(data) <= n:
+                return data
+            buf, pos = data, 0
+        stop = pos + n
+        if stop >= len(buf):  # the rest of the buffer: let it go
+            self._buf, self._pos = b"", 0
+        else:
+            self._buf, self._pos = buf, stop
+        return buf[pos:stop] if pos or stop < len(buf) else buf
+
+    def _quickack(self) -> None:
+        if _TCP_QUICKACK:
+            try:
+                self._sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+            except OSError:
+                pass
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
 
 
+_READ_SIZE = 16384
 _TCP_QUICKACK: int = getattr(socket, "TCP_QUICKACK", 0)
+
+
+class _DeadlinePacketizer(Packetizer):
+    """paramiko's Packetizer with the handshake timeout kept as a deadline.
+
+    paramiko starts a `threading.Timer` thread per connection for it (one more thread to create,
+    schedule and cancel for every host); the packet reader already wakes up every 0.1 s to call
+    `handshake_timed_out()`, so comparing the clock there gives the same timeout without a thread.
+    """
+
+    _hs_deadline: float | None = None
+    _hs_done: bool = False
+
+    def start_handshake(self, timeout: float) -> None:
+        if self._hs_deadline is None:
+            self._hs_deadline = time.monotonic() + float(timeout)
+
+    def handshake_timed_out(self) -> bool:
+        deadline = self._hs_deadline
+        return deadline is not None and not self._hs_done and time.monotonic() >= deadline
+
+    def complete_handshake(self) -> None:
+        if self._hs_deadline is not None:
+            self._hs_done = True
 
 
 def _public_blob_of_file(path: str) -> bytes | None:
@@ -628,8 +701,10 @@ class SSHHost:
         for path in t.user_known_hosts + t.global_known_hosts:
             ctx.known_hosts.load(path)
         known = ctx.known_hosts.lookup(t.known_hosts_name)
-        wire: Any = _QuickAckSocket(sock) if _TCP_QUICKACK and isinstance(sock, socket.socket) else sock
+        wire: Any = _WireSocket(sock) if isinstance(sock, socket.socket) else sock
         transport = paramiko.Transport(wire)
+        if type(transport.packetizer) is Packetizer:
+            transport.packetizer.__class__ = _DeadlinePacketizer
         self._transport = transport
         security = transport.get_security_options()
         security.key_types = _host_key_algorithms([k for k in known if not k.revoked])
