@@ -143,7 +143,14 @@ def test_persist_already_effective_is_noop() -> None:
 
 def test_root_only_edits_files() -> None:
     plan = plan_enable(BASE, [("/j/boot/loader.conf", b"")], persist=True, root="/j")
-    assert plan.kinds() == ["note", "write:/j/boot/loader.conf"]
+    assert plan.kinds() == ["note", "note", "write:/j/boot/loader.conf"]  # the release at /j is unknown
+    old = replace(BASE, root_release="12.4-RELEASE-p9")
+    assert plan_enable(old, [("/j/boot/loader.conf", b"")], persist=True, root="/j").kinds() == [
+        "note",
+        "write:/j/boot/loader.conf",
+    ]
+    new = replace(BASE, root_release="14.1-RELEASE")
+    assert isinstance(plan_enable(new, [("/j/boot/loader.conf", b"")], persist=True, root="/j").refusal, Refuse)
     assert isinstance(plan_enable(BASE, [], root="/j").refusal, Refuse)
 
 
