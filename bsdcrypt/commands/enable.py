@@ -12,20 +12,12 @@ from typing import Annotated, Any
 
 import typer
 
+from bsdcrypt.cli import HostOpt
 from bsdcrypt.plan import Note, Plan, PlanInput, Refuse, RunCommand, WriteFile, loader_driver
 
 FORMATS = ("text", "json")
 EXIT_REFUSED = 2
 
-HostOpt = Annotated[
-    str,
-    typer.Option(
-        "--host",
-        "-H",
-        help="local (default), [user@]host[:port] over SSH, or replay:FILE|NAME.",
-        envvar="BSDCRYPT_HOST",
-    ),
-]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", "-n", help="Show the diff and the commands; change nothing.")
 ]
