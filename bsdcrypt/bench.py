@@ -40,13 +40,17 @@ from types import FrameType
 from typing import Any
 
 from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.facts import GeliProvider
 from bsdcrypt.host import Host, RunResult
 from bsdcrypt.parsers import fio as fio_parser
 from bsdcrypt.parsers import openssl_speed
+from bsdcrypt.parsers.geli import parse_geli_list
+from bsdcrypt.parsers.mdconfig import MD_NAME, MdEntry, parse_mdconfig_list
+from bsdcrypt.parsers.swapinfo import parse_swapinfo_avail_kib
+from bsdcrypt.parsers.sysctl import parse_boottime, parse_sysctl
 
 LABEL = "bsdcrypt-bench"
 STATE_FILE = "/var/run/bsdcrypt-bench.units"
-MD_NAME = re.compile(r"^md[0-9]+$")
 MIB = 1024 * 1024
 RECORD_SCHEMA = 1
 RETRY_DELAY_S = 1.0  # between a plain and a forced detach/destroy in cleanup
@@ -395,71 +399,6 @@ def compare(before: BenchResult | None, after: BenchResult) -> Speedup:
     return Speedup(ratio, b_mib, a_mib, c_mib, before.crypto if before else None, after.crypto, note)
 
 
-# --------------------------------------------------------------------------- host output parsing
-
-
-def parse_sysctl_lines(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        name, sep, value = line.partition(":")
-        if sep and name and " " not in name.strip():
-            out[name.strip()] = value.strip()
-    return out
-
-
-def parse_boottime(value: str | None) -> int | None:
-    """`{ sec = 1700000000, usec = 123456 } Tue Nov 14 ...` -> 1700000000."""
-    m = re.search(r"sec\s*=\s*(\d+)", value or "")
-    return int(m.group(1)) if m else None
-
-
-def parse_swapinfo_avail_kib(text: str) -> int:
-    """Sum of the Avail column of `swapinfo -k` device lines (0 with no swap configured)."""
-    total = 0
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 5 or parts[0] in ("Device", "Total"):
-            continue
-        try:
-            total += int(parts[3])
-        except ValueError:
-            continue
-    return total
-
-
-@dataclass(frozen=True)
-class MdEntry:
-    name: str
-    type: str | None
-    label: str | None
-
-
-def parse_mdconfig_list(text: str) -> list[MdEntry]:
-    """`mdconfig -l -v`: `md0\\tswap\\t  1.0G\\t-\\tbsdcrypt-bench\\tcompress` (13+; older: no file/label)."""
-    entries: list[MdEntry] = []
-    for line in text.splitlines():
-        fields = [f.strip() for f in line.split("\t")]
-        if not fields or not MD_NAME.match(fields[0]):
-            # `mdconfig -l` without -v: names separated by spaces on one line
-            entries.extend(MdEntry(n, None, None) for n in line.split() if MD_NAME.match(n))
-            continue
-        label = fields[4] if len(fields) > 4 and fields[4] not in ("", "-") else None
-        entries.append(MdEntry(fields[0], fields[1] if len(fields) > 1 else None, label))
-    return entries
-
-
-def parse_geli_list_fields(text: str) -> dict[str, str]:
-    """`key: value` lines of the geom part of `geli list X` (before Providers:)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if line.startswith(("Providers:", "Consumers:")):
-            break
-        key, sep, value = line.partition(": ")
-        if sep and key and not key.startswith(" "):
-            out.setdefault(key.strip(), value.strip())
-    return out
-
-
 # --------------------------------------------------------------------------- signals
 
 
@@ -591,7 +530,7 @@ class BenchSession:
             "vm.stats.vm.v_free_count vm.stats.vm.v_inactive_count kern.boottime"
         )
         # sysctl exits 1 when one OID is unknown but prints the others.
-        facts = parse_sysctl_lines(self.run(ST_SYSCTL, f"sysctl {oids}").stdout.decode(errors="replace"))
+        facts = parse_sysctl(self.run(ST_SYSCTL, f"sysctl {oids}").stdout.decode(errors="replace"))
         self.boottime = parse_boottime(facts.get("kern.boottime"))
         swap_res = self.run(ST_SWAP, "swapinfo -k")
         swap_kib = parse_swapinfo_avail_kib(swap_res.stdout.decode(errors="replace")) if swap_res.ok else 0
@@ -680,16 +619,15 @@ class BenchSession:
         self.progress(f"created {md} ({size}, swap-backed)")
         return md
 
-    def attach_geli(self, md: str) -> tuple[str, dict[str, str]]:
+    def attach_geli(self, md: str) -> tuple[str, GeliProvider]:
         md = self.devices.md_ok(md)
         p = self.params
         self.must(ST_ONETIME, f"geli onetime -e {_q(p.ealgo)} -l {p.keylen} -s {p.sectorsize} {md}")
         eli = f"{md}.eli"
         self.devices.eli.append(eli)
         res = self.must(ST_GELI_LIST, f"geli list {self.devices.eli_ok(eli)}")
-        info = parse_geli_list_fields(res.stdout.decode(errors="replace"))
-        self.progress(f"attached {eli}: {info.get('EncryptionAlgorithm')} {info.get('KeyLength')}, "
-                      f"Crypto: {info.get('Crypto')}")
+        info = next(iter(parse_geli_list(res.stdout.decode(errors="replace"))), GeliProvider(eli))
+        self.progress(f"attached {eli}: {info.encryption} {info.key_length}, Crypto: {info.crypto}")
         return eli, info
 
     def detach_geli(self, eli: str, force: bool = False) -> None:
@@ -903,15 +841,14 @@ def measure(
                 device = md
                 if target == "geli":
                     device, info = session.attach_geli(md)
-                    crypto = info.get("Crypto")
+                    crypto = info.crypto
                     if result.crypto is not None and crypto != result.crypto:
                         session.warnings.append(
                             f"GELI crypto path changed between runs: {result.crypto} -> {crypto}"
                         )
                     result.crypto = crypto
-                    result.geli_algorithm = info.get("EncryptionAlgorithm")
-                    kl = info.get("KeyLength")
-                    result.geli_keylength = int(kl) if kl and kl.isdigit() else None
+                    result.geli_algorithm = info.encryption
+                    result.geli_keylength = info.key_length
                 for direction in params.directions:
                     d = session.run_fio(device, direction, numjobs)
                     m = meas.setdefault((target, direction), Measurement(target, direction))
@@ -957,7 +894,7 @@ def cleanup_leftovers(host: Host, progress: Callable[[str], None] | None = None)
         if res.stdout.decode(errors="replace").strip() != "0":
             raise BenchError(ST_ROOT, "removing md(4)/GELI devices needs root")
         out = session.run(ST_SYSCTL, "sysctl kern.boottime").stdout.decode(errors="replace")
-        facts = parse_sysctl_lines(out)
+        facts = parse_sysctl(out)
         session.boottime = parse_boottime(facts.get("kern.boottime"))
         for md in session.find_leftovers():
             session.devices.md.append(md)

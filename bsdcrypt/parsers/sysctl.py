@@ -62,3 +62,9 @@ _UNKNOWN = re.compile(r"^sysctl: unknown oid '([^']*)'")
 def unknown_oids(text: str) -> list[str]:
     """The names sysctl(8) reported as `unknown oid` in the same (stdout+stderr) text."""
     return [m.group(1) for line in clean_text(text).splitlines() if (m := _UNKNOWN.match(line))]
+
+
+def parse_boottime(value: str | None) -> int | None:
+    """`kern.boottime`: `{ sec = 1700000000, usec = 123456 } Tue Nov 14 ...` -> 1700000000."""
+    m = re.search(r"sec\s*=\s*(\d+)", value or "")
+    return int(m.group(1)) if m else None
