@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from bsdcrypt import loaderconf
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.host import Host
+from bsdcrypt.host import Host, sh_quote
 from bsdcrypt.loaderconf import FileEdit
 from bsdcrypt.plan import Note, Plan, Refuse, RunCommand, WriteFile
 from bsdcrypt.probe import new_token, parse_output
@@ -26,9 +26,6 @@ _OK = "bsdcrypt-write: ok"
 class ActError(BsdcryptError):
     """A step of the plan failed; str() is one line."""
 
-
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def posix_cksum(data: bytes) -> str:
@@ -89,14 +86,14 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
     )
     script = "\n".join(
         [
-            f"T={token}; ROOT={_q(root)}",
+            f"T={token}; ROOT={sh_quote(root)}",
             _RESOLVE,
             's() { printf \'%s begin %s\\n\' "$T" "$1"; ( t=$(resolve "$1") || '
             '{ echo "$1 is a symbolic link that leads outside $ROOT (or loops)"; exit 1; }; cat -- "$t" ) '
             '</dev/null 2>&1; printf \'\\n%s end %s %d\\n\' "$T" "$1" "$?"; }',
-            f"[ -e {_q(conf)} ] && s {_q(conf)}",
-            f'for x in {_q(confd)}/*.conf; do [ -f "$x" ] && s "$x"; done',
-            f"[ -e {_q(local)} ] && s {_q(local)}",
+            f"[ -e {sh_quote(conf)} ] && s {sh_quote(conf)}",
+            f'for x in {sh_quote(confd)}/*.conf; do [ -f "$x" ] && s "$x"; done',
+            f"[ -e {sh_quote(local)} ] && s {sh_quote(local)}",
             'printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"',
             "exit 0",
         ]
@@ -118,7 +115,7 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
 def read_root_release(host: Host, root: str) -> str | None:
     """The userland release of the system at `root`, from its freebsd-version(1) script."""
     path = root.rstrip("/") + "/bin/freebsd-version"
-    res = host.run(f"sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' {_q(path)}", timeout=30)
+    res = host.run(f"sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' {sh_quote(path)}", timeout=30)
     text = res.stdout.decode("utf-8", "replace").strip()
     return text.splitlines()[0] if res.ok and text else None
 
@@ -204,11 +201,11 @@ def write_script(edit: FileEdit, *, root: str = "", crash_before_rename: bool = 
     body = _BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":")
     return (
         _WRAPPER.replace("__RESOLVE__", _RESOLVE)
-        .replace("__ROOT__", _q(root.rstrip("/")))
-        .replace("__F__", _q(edit.path))
+        .replace("__ROOT__", sh_quote(root.rstrip("/")))
+        .replace("__F__", sh_quote(edit.path))
         .replace("__EXISTED__", "1" if edit.existed else "0")
-        .replace("__CKSUM__", _q(posix_cksum(edit.before)))
-        .replace("__BODY__", _q(body))
+        .replace("__CKSUM__", sh_quote(posix_cksum(edit.before)))
+        .replace("__BODY__", sh_quote(body))
     )
 
 
@@ -241,7 +238,7 @@ def safe_write(host: Host, edit: FileEdit, *, root: str = "", crash_before_renam
 
 def kldload(host: Host, driver: str) -> str:
     """Load the driver; returns a one-line outcome, raises ActError with plain advice."""
-    res = host.run(f"LC_ALL=C kldload {_q(driver)}", timeout=60)
+    res = host.run(f"LC_ALL=C kldload {sh_quote(driver)}", timeout=60)
     err = (res.stderr + res.stdout).decode("utf-8", "replace").strip()
     if res.rc == 0:
         return f"kldload {driver}: loaded"
@@ -265,7 +262,7 @@ def kldload(host: Host, driver: str) -> str:
 
 
 def verify(host: Host, driver: str) -> str:
-    res = host.run(f"LC_ALL=C sysctl -n {_q(f'dev.{driver}.0.%desc')}", timeout=30)
+    res = host.run(f"LC_ALL=C sysctl -n {sh_quote(f'dev.{driver}.0.%desc')}", timeout=30)
     desc = res.stdout.decode("utf-8", "replace").strip()
     if res.rc != 0 or not desc:
         raise ActError(
@@ -305,7 +302,7 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
             elif action.check == "verify":
                 say(verify(host, action.argv[-1].split(".")[1]))
             else:
-                res = host.run(" ".join(_q(a) for a in action.argv), timeout=120)
+                res = host.run(" ".join(sh_quote(a) for a in action.argv), timeout=120)
                 if res.rc != 0:
                     raise ActError(
                         f"{' '.join(action.argv)} failed: {res.stderr.decode('utf-8', 'replace').strip()}"

@@ -442,9 +442,6 @@ def signals_deferred() -> Iterator[list[int]]:
 # --------------------------------------------------------------------------- the session
 
 
-def _q(text: str) -> str:
-    return shlex.quote(text)
-
 
 def _first_line(res: RunResult) -> str:
     for blob in (res.stderr, res.stdout):
@@ -582,7 +579,7 @@ class BenchSession:
     def write_state(self) -> None:
         if self.devices.md and self.boottime is not None:
             body = "".join(f"{self.boottime} {m}\\n" for m in self.devices.md)
-            cmd = f"umask 022; printf {_q(body)} > {STATE_FILE}"
+            cmd = f"umask 022; printf {shlex.quote(body)} > {STATE_FILE}"
         else:
             cmd = f"rm -f {STATE_FILE}"
         res = self.run(ST_STATE, cmd)
@@ -622,7 +619,7 @@ class BenchSession:
     def attach_geli(self, md: str) -> tuple[str, GeliProvider]:
         md = self.devices.md_ok(md)
         p = self.params
-        self.must(ST_ONETIME, f"geli onetime -e {_q(p.ealgo)} -l {p.keylen} -s {p.sectorsize} {md}")
+        self.must(ST_ONETIME, f"geli onetime -e {shlex.quote(p.ealgo)} -l {p.keylen} -s {p.sectorsize} {md}")
         eli = f"{md}.eli"
         self.devices.eli.append(eli)
         res = self.must(ST_GELI_LIST, f"geli list {self.devices.eli_ok(eli)}")
@@ -933,7 +930,7 @@ def userland(host: Host, seconds: int = 1, x86: bool = True) -> UserlandResult:
 
     for cipher in USERLAND_CIPHERS:
         plain = one(cipher, "")
-        masked = one(cipher, f"OPENSSL_ia32cap={_q(IA32CAP_MASK)} ") if x86 else None
+        masked = one(cipher, f"OPENSSL_ia32cap={shlex.quote(IA32CAP_MASK)} ") if x86 else None
         speeds.append(CipherSpeed(cipher, plain, masked))
     prefer, advice = userland_advice(speeds)
     return UserlandResult(version, speeds, prefer, advice)

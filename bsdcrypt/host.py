@@ -13,6 +13,11 @@ from typing import Protocol
 from bsdcrypt.errors import HostError
 
 
+def sh_quote(text: str) -> str:
+    """Single-quote `text` for any POSIX sh (always quoted, so commands read the same everywhere)."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
 @dataclass(frozen=True)
 class RunResult:
     rc: int

@@ -11,7 +11,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import ProbeError
-from bsdcrypt.host import Host
+from bsdcrypt.host import Host, sh_quote
 
 PROBE_MAGIC = "# bsdcrypt-probe v1"
 
@@ -53,9 +53,6 @@ LOADER_CONF_DIR = "/boot/loader.conf.d"
 MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRIVERS)
 
 
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
-
 
 def build_script(token: str) -> str:
     """The probe as one sh script; `token` frames the output of each step."""
@@ -68,12 +65,12 @@ def build_script(token: str) -> str:
         "s() { printf '%s begin %s\\n' \"$T\" \"$1\"; ( eval \"$2\" ) </dev/null 2>&1;"
         " printf '\\n%s end %s %d\\n' \"$T\" \"$1\" \"$?\"; }",
     ]
-    lines += [f"s {_q(name)} {_q(cmd)}" for name, cmd in STEPS]
-    lines += [f"s {_q('file:' + path)} {_q('cat ' + _q(path))}" for path in FILES]
+    lines += [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
+    lines += [f"s {sh_quote('file:' + path)} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
     lines.append(
         f"for x in {LOADER_CONF_DIR}/*.conf; do [ -f \"$x\" ] && s \"file:$x\" 'cat -- \"$x\"'; done"
     )
-    lines += [f"s {_q('exists:' + path)} {_q('test -e ' + _q(path))}" for path in MODULE_FILES]
+    lines += [f"s {sh_quote('exists:' + path)} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
     lines.append("exit 0")
     return "\n".join(lines) + "\n"
 
