@@ -24,6 +24,16 @@ APPLIANCE_SETTING: dict[str, str] = {
 }
 
 
+VARIANT_NAMES = {
+    "hardenedbsd": "HardenedBSD",
+    "pfsense": "pfSense",
+    "opnsense": "OPNsense",
+    "truenas": "TrueNAS",
+    "freenas": "FreeNAS",
+    "ghostbsd": "GhostBSD",
+    "midnightbsd": "MidnightBSD",
+}
+
 # Passthrough advice per hypervisor (kern.vm_guest names).
 PASSTHROUGH: dict[str, str] = {
     "kvm": "KVM/QEMU: -cpu host (libvirt: <cpu mode='host-passthrough'/>; Proxmox: CPU type host)",
@@ -218,7 +228,7 @@ def _no_aes_finding(s: Status, sha_only: bool, geli_soft: bool) -> Finding:
             "vm-hides-aesni",
             "warning",
             f"This {hv} guest's virtual CPU does not advertise AES-NI, so no driver can accelerate AES here.",
-            "Ask the VM's provider to pass the host CPU's AES-NI through ("
+            "Ask the VM's provider for CPU passthrough of AES-NI ("
             + PASSTHROUGH.get(hv, "CPU passthrough / host CPU model")
             + "); meanwhile "
             + CHACHA

@@ -10,11 +10,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt import loaderconf
+from bsdcrypt.advice import PASSTHROUGH, VARIANT_NAMES
 from bsdcrypt.loaderconf import FileEdit
 from bsdcrypt.parsers.version import parse_release
 from bsdcrypt.status import DriverState, Status
 
 APPLIANCES = ("pfsense", "opnsense", "truenas", "freenas")
+
+
+def _name(variant: str) -> str:
+    return VARIANT_NAMES.get(variant, variant)
+
+
 CHACHA_FAST = (
     "ChaCha20-Poly1305 is the fast cipher here: prefer it where the protocol allows "
     "(IPsec, TLS/KTLS, SSH, WireGuard)."
@@ -269,9 +276,10 @@ def plan_enable(
                 Refuse(
                     f"this {hv} guest's virtual CPU does not advertise AES-NI, so {driver} cannot accelerate "
                     "anything here",
-                    "ask the VM's provider for CPU passthrough / the host CPU model (KVM/QEMU: -cpu host or "
-                    "libvirt host-passthrough; Proxmox: CPU type host; VMware/Hyper-V: do not mask CPU "
-                    "features). " + CHACHA_NOTE,
+                    "ask the VM's provider for CPU passthrough of AES-NI ("
+                    + PASSTHROUGH.get(hv, "CPU passthrough / the host CPU model")
+                    + "). "
+                    + CHACHA_NOTE,
                 )
             )
         else:
@@ -288,7 +296,7 @@ def plan_enable(
         if not p.persisted:
             act.append(
                 Note(
-                    f"to keep it after a reboot use the appliance's own setting ({p.variant} generates "
+                    f"to keep it after a reboot use the appliance's own setting ({_name(p.variant)} generates "
                     f"/boot/loader.conf itself): {_appliance_advice(p.variant)}"
                 )
             )
@@ -296,7 +304,7 @@ def plan_enable(
     if p.variant in APPLIANCES:
         act.append(
             Refuse(
-                f"{p.variant} generates /boot/loader.conf itself; bsdcrypt does not edit it",
+                f"{_name(p.variant)} generates /boot/loader.conf itself; bsdcrypt does not edit it",
                 _appliance_advice(p.variant),
             )
         )

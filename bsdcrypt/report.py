@@ -5,17 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bsdcrypt.advice import VARIANT_NAMES
 from bsdcrypt.status import Status
-
-VARIANT_NAMES = {
-    "hardenedbsd": "HardenedBSD",
-    "pfsense": "pfSense",
-    "opnsense": "OPNsense",
-    "truenas": "TrueNAS",
-    "freenas": "FreeNAS",
-    "ghostbsd": "GhostBSD",
-    "midnightbsd": "MidnightBSD",
-}
 
 FORMATS = ("table", "json", "yaml", "nagios", "prometheus")
 
