@@ -24,6 +24,16 @@ GUI_LOADED = frozenset({"pfsense", "opnsense"})
 X86 = frozenset({"amd64", "i386"})
 ARM64 = frozenset({"aarch64", "arm64"})
 FREEBSD_FAMILY = frozenset({"FreeBSD", "MidnightBSD"})
+# Steps without which the driver, persistence or GELI conclusions cannot be trusted.
+DECISIVE_STEPS = (
+    "sysctl",
+    "sysctl_dev",
+    "kldstat_v",
+    "kldstat_m:aesni",
+    "file:/var/run/dmesg.boot",
+    "file:/boot/loader.conf",
+    "geli_list",
+)
 # CPUID 0x40000000 vendor signatures (sys/x86/x86/identcpu.c) -> kern.vm_guest names.
 HV_VENDORS = {
     "KVMKVMKVM": "kvm",
@@ -88,6 +98,16 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     status.persist = _persist_info(ev, status.driver, status.cpu, status.os.variant)
     status.geli = _geli_infos(parse_geli_list(_raw(ev, "geli_list")), status)
     status.findings = advice.findings(status)
+    missing = [name for name in DECISIVE_STEPS if name not in ev.steps]
+    if missing:
+        status.findings.append(
+            Finding(
+                "probe-partial",
+                "unknown",
+                f"The probe output lacks {', '.join(missing)} (cut off?): the conclusions above may be incomplete.",
+                "Run the probe again (`bsdcrypt record -o host.yaml` on the host) and check that it finishes.",
+            )
+        )
     return status
 
 

@@ -175,3 +175,14 @@ def test_other_bsds_are_not_assessed_as_freebsd(system: str) -> None:
     s = assess(ev, "h", "test")
     assert [f.id for f in s.findings] == ["unknown-os"] and s.exit_code == 3
     assert system in s.findings[0].message
+
+
+def test_a_cut_off_recording_says_its_conclusions_may_be_incomplete() -> None:
+    from bsdcrypt.recording import load
+
+    ev = load(HOSTS / "freebsd-13.0-hyperv-builtin.yaml")[1]
+    names = list(ev.steps)
+    cut = Evidence({n: ev.steps[n] for n in names[: names.index("geli_list")]})  # output ends before geli list
+    s = assess(cut, "h", "test")
+    assert s.findings[-1].id == "probe-partial" and "geli_list" in s.findings[-1].message
+    assert s.verdict == "unknown"
