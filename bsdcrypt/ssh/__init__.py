@@ -1,0 +1,43 @@
+"""SSH hosts: one TCP connection, one SSH session, one exec per `run` (paramiko lives only here).
+
+`SSHHost.run(script)` execs `/bin/sh -s` (no pty) and sends the script on stdin, so it works
+whatever the remote login shell is (root's shell is csh/tcsh on older FreeBSD). The user's
+OpenSSH client config is honoured for HostName, User, Port, IdentityFile, IdentitiesOnly,
+ProxyJump, ProxyCommand, ConnectTimeout, UserKnownHostsFile, GlobalKnownHostsFile,
+HostKeyAlias, HashKnownHosts and StrictHostKeyChecking (accept-new/no act as accept-new; a
+changed key is never accepted). Authentication: ssh-agent, then key files; never passwords.
+
+One `SSHContext` is shared by every host of a run: the config is parsed once, each
+known_hosts file is loaded once, and key files are loaded once.
+"""
+
+from bsdcrypt.ssh.config import (
+    DEFAULT_GLOBAL_KNOWN_HOSTS,
+    DEFAULT_IDENTITIES,
+    DEFAULT_USER_KNOWN_HOSTS,
+    SSHContext,
+    Target,
+    default_context,
+)
+from bsdcrypt.ssh.errors import SSHError
+from bsdcrypt.ssh.host import DEFAULT_TIMEOUT, MAX_OUTPUT, MAX_PROXY_JUMPS, REMOTE_COMMAND, SSHHost
+from bsdcrypt.ssh.knownhosts import KnownHosts, KnownKey, fingerprint, known_hosts_name
+
+__all__ = [
+    "DEFAULT_GLOBAL_KNOWN_HOSTS",
+    "DEFAULT_IDENTITIES",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_USER_KNOWN_HOSTS",
+    "MAX_OUTPUT",
+    "MAX_PROXY_JUMPS",
+    "REMOTE_COMMAND",
+    "KnownHosts",
+    "KnownKey",
+    "SSHContext",
+    "SSHError",
+    "SSHHost",
+    "Target",
+    "default_context",
+    "fingerprint",
+    "known_hosts_name",
+]

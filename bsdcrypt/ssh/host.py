@@ -1,0 +1,447 @@
+"""`SSHHost`: one TCP connection, one SSH session, one exec per `run`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import socket
+import threading
+import time
+from typing import Any
+
+import paramiko
+from paramiko.packet import Packetizer
+
+from bsdcrypt.host import RunResult
+from bsdcrypt.hostsfile import SpecError, split_spec
+from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
+from bsdcrypt.ssh.errors import SSHError
+from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
+from bsdcrypt.ssh.transport import _CIPHERS, _DeadlinePacketizer, _host_key_algorithms, _WireSocket
+
+# paramiko logs handshake failures with tracebacks; our callers get one-line errors instead.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+DEFAULT_TIMEOUT = 30.0
+MAX_OUTPUT = 32 * 1024 * 1024
+REMOTE_COMMAND = "/bin/sh -s"
+MAX_PROXY_JUMPS = 8
+
+
+class SSHHost:
+    """A host reached over SSH. Connects on the first `run`; `abort()` may be called from any thread."""
+
+    def __init__(
+        self,
+        alias: str,
+        *,
+        user: str | None = None,
+        port: int | None = None,
+        context: SSHContext | None = None,
+        spec: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.context = context or default_context()
+        self.target = self.context.target(alias, user, port)
+        self.name = alias
+        self.spec = spec or alias
+        self.timeout = timeout
+        self.phase = "connect"
+        self.connections = 0
+        self.execs = 0
+        self._transport: paramiko.Transport | None = None
+        self._sock: Any = None
+        self._jump: SSHHost | None = None
+        self._aborted = False
+        self._deadline = float("inf")
+        self._depth = 0
+
+    @classmethod
+    def from_spec(cls, spec: str, context: SSHContext | None = None, timeout: float | None = None) -> SSHHost:
+        try:
+            user, host, port = split_spec(spec)
+        except SpecError as exc:
+            raise SSHError("config", f"bad host {spec!r}: {exc}") from exc
+        return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout)
+
+    # -- deadline helpers
+
+    def _remaining(self) -> float:
+        left = self._deadline - time.monotonic()
+        if self._aborted or left <= 0:
+            raise self._timeout_error()
+        return left
+
+    def _timeout_error(self) -> SSHError:
+        total = f" after {self.timeout:g}s" if self.timeout else ""
+        if self.phase == "banner":
+            t = self.target
+            return SSHError("no-ssh", f"timed out{total} waiting for the SSH banner: {t.hostname} port "
+                            f"{t.port} accepts TCP but does not speak SSH (or sshd is overloaded)")
+        return SSHError("timeout", f"timed out{total} during {self.phase}")
+
+    def abort(self) -> None:
+        """Unblock every wait of this host (watchdog); later calls fail as a timeout."""
+        self._aborted = True
+        sock = self._sock
+        if sock is not None:
+            try:
+                if isinstance(sock, socket.socket):
+                    sock.shutdown(socket.SHUT_RDWR)
+                else:
+                    sock.close()
+            except OSError:
+                pass
+        if self._jump is not None:
+            self._jump.abort()
+
+    # -- connect
+
+    def connect(self, deadline: float | None = None) -> paramiko.Transport:
+        if self._transport is not None and self._transport.is_active():
+            return self._transport
+        if deadline is not None:
+            self._deadline = deadline
+        elif self._deadline == float("inf"):
+            self._deadline = time.monotonic() + (self.timeout or DEFAULT_TIMEOUT)
+        try:
+            return self._connect()
+        except SSHError:
+            self._close_quietly()
+            raise
+        except Exception as exc:
+            self._close_quietly()
+            if self._aborted or time.monotonic() >= self._deadline:
+                raise self._timeout_error() from exc
+            raise self._map_error(exc) from exc
+
+    def _map_error(self, exc: BaseException) -> SSHError:
+        t = self.target
+        where = f"{t.hostname} port {t.port}"
+        if isinstance(exc, socket.gaierror):
+            return SSHError("resolve", f"cannot resolve {t.hostname}: {exc.strerror}")
+        if isinstance(exc, ConnectionRefusedError):
+            return SSHError("refused", f"connection refused by {where}")
+        if isinstance(exc, TimeoutError | socket.timeout):
+            return SSHError("timeout", f"timed out during {self.phase} ({where})")
+        if isinstance(exc, paramiko.BadAuthenticationType):
+            allowed = ", ".join(exc.allowed_types) or "none"
+            return SSHError("auth", f"{t.user}@{where} does not accept public keys (allows: {allowed})")
+        if isinstance(exc, paramiko.AuthenticationException):
+            return SSHError("auth", f"authentication failed for {t.user}@{t.hostname}: {exc}")
+        if isinstance(exc, paramiko.ProxyCommandFailure):
+            return SSHError("proxy", f"ProxyCommand failed: {exc}")
+        if isinstance(exc, paramiko.SSHException):
+            text = str(exc)
+            if "protocol banner" in text:
+                if self.phase == "banner" and time.monotonic() >= self._banner_deadline - 0.05:
+                    return SSHError("no-ssh", f"{where} accepted TCP but sent no SSH banner "
+                                    f"within {self._banner_wait:g}s (not an SSH server?)")
+                return SSHError("closed", f"{where} closed the connection before the SSH banner")
+            if "Indecipherable protocol version" in text or "Invalid SSH banner" in text:
+                return SSHError("no-ssh", f"{where} does not speak SSH ({text[:80]})")
+            if "Incompatible" in text or "no acceptable" in text.lower():
+                return SSHError("protocol", f"{where}: {text}")
+            return SSHError("protocol", f"SSH error during {self.phase} with {where}: {text}")
+        if isinstance(exc, EOFError | ConnectionResetError | BrokenPipeError):
+            return SSHError("closed", f"{where} closed the connection during {self.phase}")
+        if isinstance(exc, OSError):
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            kind = "unreachable" if exc.errno in (101, 113, 65, 51) else "closed"
+            return SSHError(kind, f"{reason} ({where}, during {self.phase})")
+        return SSHError("protocol", f"{type(exc).__name__} during {self.phase} with {where}: {exc}")
+
+    def _open_socket(self) -> Any:
+        t = self.target
+        if self._via is not None:  # a later hop of a ProxyJump chain
+            via = self._via._transport
+            assert via is not None
+            return via.open_channel(
+                "direct-tcpip", (t.hostname, t.port), ("127.0.0.1", 0), timeout=self._remaining()
+            )
+        if t.proxy_jump:
+            if self._depth >= MAX_PROXY_JUMPS:
+                raise SSHError("proxy", f"ProxyJump chain longer than {MAX_PROXY_JUMPS} hops (a loop?)")
+            hops = [h.strip() for h in t.proxy_jump.split(",") if h.strip()]
+            prev: SSHHost | None = None
+            for hop in hops:
+                user, host, port = split_spec(hop.removeprefix("ssh://"))
+                jump = SSHHost(
+                    host, user=user, port=port, context=self.context, spec=hop, timeout=self.timeout
+                )
+                jump._depth = self._depth + 1
+                if prev is not None:
+                    jump._via = prev
+                jump._deadline = self._deadline
+                self.phase = f"ProxyJump via {hop}"
+                try:
+                    jump.connect(self._deadline)
+                except SSHError as exc:
+                    raise SSHError(exc.kind, f"ProxyJump {hop}: {exc}") from exc
+                prev = jump
+            assert prev is not None
+            self._jump = prev
+            transport = prev._transport
+            assert transport is not None
+            self.phase = "connect"
+            return transport.open_channel(
+                "direct-tcpip", (t.hostname, t.port), ("127.0.0.1", 0), timeout=self._remaining()
+            )
+        if t.proxy_command:
+            cmd = t.proxy_command
+            for token, value in (("%h", t.hostname), ("%p", str(t.port)), ("%r", t.user), ("%%", "%")):
+                cmd = cmd.replace(token, value)
+            return paramiko.ProxyCommand("/bin/sh -c " + shlex.quote("exec " + cmd))
+        self.phase = "name resolution"
+        infos = socket.getaddrinfo(t.hostname, t.port, type=socket.SOCK_STREAM)
+        self.phase = "connect"
+        last: BaseException | None = None
+        for family, socktype, proto, _, addr in infos:
+            sock = socket.socket(family, socktype, proto)
+            self._sock = sock
+            limit = self._remaining()
+            if t.connect_timeout:
+                limit = min(limit, t.connect_timeout)
+            sock.settimeout(limit)
+            try:
+                sock.connect(addr)
+            except OSError as exc:
+                sock.close()
+                last = exc
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        assert last is not None
+        raise last
+
+    _via: SSHHost | None = None
+    _banner_deadline = 0.0
+    _banner_wait = 0.0
+
+    def _connect(self) -> paramiko.Transport:
+        t = self.target
+        ctx = self.context
+        self.phase = "connect"
+        sock = self._open_socket()
+        self._sock = sock
+        self.connections += 1
+        if self._aborted:
+            raise self._timeout_error()
+        for path in t.user_known_hosts + t.global_known_hosts:
+            ctx.known_hosts.load(path)
+        known = ctx.known_hosts.lookup(t.known_hosts_name)
+        wire: Any = _WireSocket(sock) if isinstance(sock, socket.socket) else sock
+        transport = paramiko.Transport(wire)
+        if type(transport.packetizer) is Packetizer:
+            transport.packetizer.__class__ = _DeadlinePacketizer
+        self._transport = transport
+        security = transport.get_security_options()
+        security.key_types = _host_key_algorithms([k for k in known if not k.revoked])
+        security.ciphers = _CIPHERS
+        remaining = self._remaining()
+        self._banner_wait = min(remaining, t.connect_timeout) if t.connect_timeout else remaining
+        self._banner_deadline = time.monotonic() + self._banner_wait
+        transport.banner_timeout = self._banner_wait
+        transport.handshake_timeout = remaining
+        transport.auth_timeout = remaining
+        self.phase = "banner"
+        event = threading.Event()
+        transport.start_client(event=event)
+        done = event.wait(self._remaining())
+        if transport.remote_version:
+            self.phase = "key exchange"
+        if not done:
+            raise self._timeout_error()
+        if not transport.is_active():
+            exc = transport.get_exception()
+            raise exc if exc is not None else SSHError("closed", "SSH negotiation failed")
+        self.phase = "host key check"
+        self._check_host_key(transport, known)
+        self.phase = "authentication"
+        self._authenticate(transport)
+        return transport
+
+    def _check_host_key(self, transport: paramiko.Transport, known: list[KnownKey]) -> None:
+        t = self.target
+        key = transport.get_remote_server_key()
+        blob = key.asbytes()
+        key_type = key.get_name()
+        name = t.known_hosts_name
+        fp = f"{_short_type(key_type)} {fingerprint(blob)}"
+        revoked = [k for k in known if k.revoked and k.blob == blob]
+        if revoked:
+            where = revoked[0].where
+            raise SSHError("hostkey-revoked", f"host key of {name} is marked @revoked ({where}): {fp}")
+        good = [k for k in known if not k.revoked]
+        if any(k.blob == blob for k in good):
+            return
+        if good:
+            other = good[0]
+            raise SSHError(
+                "hostkey-changed",
+                f"HOST KEY CHANGED for {name}: it offers {fp}, but {other.where} has a different "
+                f"{_short_type(other.key_type)} key (possible man-in-the-middle; "
+                f"if the change is expected: ssh-keygen -R '{name}')",
+            )
+        if not t.accept_new:
+            files = ", ".join(t.user_known_hosts[:1]) or "known_hosts"
+            raise SSHError(
+                "hostkey-unknown",
+                f"host key of {name} is not in {files} ({fp}); verify it, then rerun with --accept-new",
+            )
+        if not t.user_known_hosts:
+            raise SSHError("config", "--accept-new needs a UserKnownHostsFile to write to")
+        self.context.known_hosts.add(t.user_known_hosts[0], name, key_type, blob, t.hash_known_hosts)
+
+    def _authenticate(self, transport: paramiko.Transport) -> None:
+        t = self.target
+        ctx = self.context
+        tried: list[str] = []
+        notes: list[str] = []
+        offered: set[bytes] = set()
+        file_keys: list[tuple[str, paramiko.PKey]] = []
+        file_blobs: set[bytes] = set()
+        for path in t.identity_files:
+            loaded = ctx.key_file(path)
+            if isinstance(loaded, str):
+                if loaded != "missing":
+                    notes.append(loaded)
+                pub = _public_blob_of_file(path)
+                if pub is not None:
+                    file_blobs.add(pub)
+                continue
+            file_keys.append((path, loaded))
+            file_blobs.add(loaded.asbytes())
+        agent: paramiko.Agent | None = None
+        candidates: list[tuple[str, paramiko.PKey]] = []
+        if ctx.use_agent and os.environ.get("SSH_AUTH_SOCK"):
+            try:
+                agent = paramiko.Agent()
+                for ak in agent.get_keys():
+                    if t.identities_only and ak.asbytes() not in file_blobs:
+                        continue
+                    candidates.append((f"agent key {ak.comment or fingerprint(ak.asbytes())}", ak))
+            except (paramiko.SSHException, OSError) as exc:
+                notes.append(f"ssh-agent unusable: {exc}")
+        candidates += file_keys
+        try:
+            for label, key in candidates:
+                blob = key.asbytes()
+                if blob in offered:
+                    continue
+                offered.add(blob)
+                tried.append(label)
+                try:
+                    self._remaining()
+                    rest = transport.auth_publickey(t.user, key)
+                except paramiko.BadAuthenticationType:
+                    raise
+                except paramiko.AuthenticationException:
+                    continue
+                if not rest and transport.is_authenticated():
+                    return
+                raise SSHError("auth", f"{t.user}@{t.hostname} wants more authentication ({', '.join(rest)})")
+        finally:
+            if agent is not None:
+                agent.close()
+        if not tried:
+            extra = f" ({'; '.join(notes)})" if notes else ""
+            raise SSHError("no-keys", f"no SSH key to log in to {t.user}@{t.hostname}: no agent key and no "
+                           f"usable IdentityFile{extra}")
+        names = ", ".join(tried[:3]) + (f" and {len(tried) - 3} more" if len(tried) > 3 else "")
+        raise SSHError("auth", f"authentication refused for {t.user}@{t.hostname} (tried {names})")
+
+    # -- run
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        """One exec: `/bin/sh -s` with the command on stdin (or `/bin/sh -c` when `input` is given)."""
+        limit = timeout if timeout is not None else (self.timeout or DEFAULT_TIMEOUT)
+        if self._transport is None:
+            self._deadline = time.monotonic() + limit
+        else:
+            self._deadline = max(self._deadline, time.monotonic() + limit)
+        transport = self.connect(self._deadline)
+        try:
+            return self._exec(transport, command, input)
+        except SSHError:
+            raise
+        except Exception as exc:
+            if self._aborted or time.monotonic() >= self._deadline:
+                raise self._timeout_error() from exc
+            raise self._map_error(exc) from exc
+
+    def _exec(self, transport: paramiko.Transport, command: str, input: bytes | None) -> RunResult:
+        self.phase = "opening the session"
+        chan = transport.open_session(timeout=self._remaining())
+        try:
+            if input is None:
+                remote, stdin = REMOTE_COMMAND, command.encode()
+            else:
+                remote, stdin = "/bin/sh -c " + shlex.quote(command), input
+            self.phase = "exec"
+            chan.settimeout(self._remaining())
+            chan.exec_command(remote)
+            self.execs += 1
+            self.phase = "sending the script"
+            chan.sendall(stdin)
+            chan.shutdown_write()
+            self.phase = "reading the output"
+            out: list[bytes] = []
+            err: list[bytes] = []
+            size = 0
+            while True:
+                chan.settimeout(min(self._remaining(), 0.5))
+                try:
+                    data = chan.recv(65536)
+                except TimeoutError:
+                    while chan.recv_stderr_ready():
+                        err.append(chan.recv_stderr(65536))
+                    continue
+                if not data:
+                    break
+                out.append(data)
+                size += len(data)
+                if size > MAX_OUTPUT:
+                    raise SSHError("protocol", f"the command printed more than {MAX_OUTPUT >> 20} MiB")
+            while chan.recv_stderr_ready():
+                err.append(chan.recv_stderr(65536))
+            self.phase = "waiting for the exit status"
+            while not chan.status_event.wait(min(self._remaining(), 0.5)):
+                pass
+            # -1: the channel closed without an exit status (killed by a signal, or cut off)
+            rc = chan.exit_status if chan.exit_status_ready() else -1
+            return RunResult(rc, b"".join(out), b"".join(err))
+        finally:
+            chan.close()
+
+    # -- close
+
+    def _close_quietly(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            try:
+                transport.close()
+            except Exception:
+                pass
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except Exception:
+                pass
+        jump, self._jump = self._jump, None
+        while jump is not None:
+            nxt = jump._via
+            jump._close_quietly()
+            jump = nxt
+
+    def close(self) -> None:
+        self._close_quietly()
+
+    def __enter__(self) -> SSHHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,108 @@
+"""paramiko transport tuning: a buffered socket, a thread-free handshake deadline, algorithm order."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import paramiko
+from paramiko.packet import Packetizer
+
+from bsdcrypt.ssh.knownhosts import KnownKey
+
+
+class _WireSocket:
+    """The TCP socket as paramiko's packet layer sees it: buffered reads, quick ACKs (Linux).
+
+    paramiko reads every packet with two exact-size `recv` calls (length, then the rest), so a
+    host costs ~35 reads, each a system call that also drops and re-takes the GIL. One `recv`
+    of up to 16 KiB takes whatever the kernel holds (usually a whole flight of packets) and
+    the following reads are served from it.
+
+    After authentication sshd writes two small packets back to back (the host-keys notice, then
+    the channel-open confirmation); with Nagle on the server side and the client's delayed ACK,
+    the second one waits ~40 ms for an ACK the client has no reason to send. Re-arming
+    TCP_QUICKACK after each read acknowledges at once and removes that stall from every host.
+    """
+
+    __slots__ = ("_sock", "send", "_buf", "_pos")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.send = sock.send  # paramiko's packet writer: straight to the socket, no __getattr__
+        self._buf = b""
+        self._pos = 0
+
+    def recv(self, n: int) -> bytes:
+        buf, pos = self._buf, self._pos
+        if not buf:
+            data = self._sock.recv(max(n, _READ_SIZE))
+            self._quickack()
+            if len(data) <= n:
+                return data
+            buf, pos = data, 0
+        stop = pos + n
+        if stop >= len(buf):  # the rest of the buffer: let it go
+            self._buf, self._pos = b"", 0
+        else:
+            self._buf, self._pos = buf, stop
+        return buf[pos:stop] if pos or stop < len(buf) else buf
+
+    def _quickack(self) -> None:
+        if _TCP_QUICKACK:
+            try:
+                self._sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+            except OSError:
+                pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+_READ_SIZE = 16384
+_TCP_QUICKACK: int = getattr(socket, "TCP_QUICKACK", 0)
+
+
+class _DeadlinePacketizer(Packetizer):
+    """paramiko's Packetizer with the handshake timeout kept as a deadline.
+
+    paramiko starts a `threading.Timer` thread per connection for it (one more thread to create,
+    schedule and cancel for every host); the packet reader already wakes up every 0.1 s to call
+    `handshake_timed_out()`, so comparing the clock there gives the same timeout without a thread.
+    """
+
+    _hs_deadline: float | None = None
+    _hs_done: bool = False
+
+    def start_handshake(self, timeout: float) -> None:
+        if self._hs_deadline is None:
+            self._hs_deadline = time.monotonic() + float(timeout)
+
+    def handshake_timed_out(self) -> bool:
+        deadline = self._hs_deadline
+        return deadline is not None and not self._hs_done and time.monotonic() >= deadline
+
+    def complete_handshake(self) -> None:
+        if self._hs_deadline is not None:
+            self._hs_done = True
+
+def _host_key_algorithms(known: list[KnownKey]) -> tuple[str, ...]:
+    """Like ssh(1): ask first for the key types already known for this host."""
+    preferred: list[str] = list(getattr(paramiko.Transport, "_preferred_keys"))  # noqa: B009
+    first: list[str] = []
+    for k in known:
+        algs = ["rsa-sha2-512", "rsa-sha2-256"] if k.key_type == "ssh-rsa" else [k.key_type]
+        first += [a for a in algs if a in preferred and a not in first]
+    return tuple(first + [a for a in preferred if a not in first])
+
+
+def _cipher_order() -> tuple[str, ...]:
+    """AES-GCM first: an AEAD needs no separate MAC, and paramiko checks MACs byte by byte in Python
+    (about a third of its per-packet CPU). CTR modes stay as the fallback for older servers."""
+    available: list[str] = list(getattr(paramiko.Transport, "_preferred_ciphers"))  # noqa: B009
+    gcm = [c for c in ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") if c in available]
+    return tuple(gcm + [c for c in available if c not in gcm])
+
+
+_CIPHERS = _cipher_order()
