@@ -287,7 +287,7 @@ PARAMS = BenchParams(size_mib=1024, runtime_s=10, repeat=1)
 
 @pytest.fixture(autouse=True)
 def _no_retry_delay(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench, "RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)  # where cleanup reads it
 
 
 def test_happy_path_sequence_and_numbers() -> None:

@@ -1,0 +1,157 @@
+"""`measure` and `cleanup_leftovers`: a BenchSession run under one guard that always cleans up."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from bsdcrypt.bench.model import (
+    ST_LEFTOVERS,
+    ST_ROOT,
+    ST_STATE,
+    ST_SYSCTL,
+    STATE_FILE,
+    BenchError,
+    BenchInterrupted,
+    BenchParams,
+    BenchResult,
+    CleanupReport,
+    HostFacts,
+    Measurement,
+    Sample,
+)
+from bsdcrypt.bench.session import BenchSession
+from bsdcrypt.bench.signals import sigterm_raises
+from bsdcrypt.host import Host
+from bsdcrypt.parsers.sysctl import parse_boottime, parse_sysctl
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _guarded(session: BenchSession, body: Callable[[], Any]) -> tuple[Any, CleanupReport]:
+    """Run `body`; on any exit clean up, and re-raise naming the step."""
+    with sigterm_raises():
+        try:
+            value = body()
+        except BenchError as exc:
+            exc.cleanup = session.cleanup()
+            raise
+        except KeyboardInterrupt as exc:
+            reason = exc.reason if isinstance(exc, BenchInterrupted) else "Ctrl-C"
+            raise BenchInterrupted(reason, session.step, session.cleanup()) from exc
+        except BaseException as exc:
+            failed_step = session.step or "bench"
+            raise BenchError(failed_step, f"{type(exc).__name__}: {exc}", session.cleanup()) from exc
+        step = session.step
+        report = session.cleanup()
+        if session.interrupted:
+            raise BenchInterrupted(session.interrupted, step, report)
+        return value, report
+
+
+def measure(
+    host: Host,
+    params: BenchParams,
+    facts: HostFacts | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """Run the GELI-on-md benchmark on `host` and return the numbers.
+
+    Raises BenchError (naming the failing step; cleanup already done and reported in
+    `.cleanup`) or BenchInterrupted (Ctrl-C/SIGTERM; likewise cleaned up).
+    """
+    params.validate()
+    session = BenchSession(host, params, progress)
+    started = _now()
+
+    def body() -> BenchResult:
+        hf = facts or HostFacts()
+        sysctl = session.preflight()
+        leftovers = session.find_leftovers()
+        if leftovers:
+            session.step = ST_LEFTOVERS
+            raise BenchError(
+                ST_LEFTOVERS,
+                f"found {', '.join(leftovers)} left by an interrupted bsdcrypt bench; "
+                "remove them with `bsdcrypt bench --cleanup`",
+            )
+        _fill_facts(hf, sysctl)
+        numjobs = params.numjobs or hf.ncpu or 1
+        result = BenchResult(host=hf, params=params, numjobs=numjobs, fio_version=sysctl.get("fio_version"))
+        meas: dict[tuple[str, str], Measurement] = {}
+        targets = ("geli", "md") if params.ceiling else ("geli",)
+        for i in range(params.repeat):
+            for target in targets:
+                session.progress(f"run {i + 1}/{params.repeat}: {target}")
+                md = session.create_md()
+                device = md
+                if target == "geli":
+                    device, info = session.attach_geli(md)
+                    crypto = info.crypto
+                    if result.crypto is not None and crypto != result.crypto:
+                        session.warnings.append(
+                            f"GELI crypto path changed between runs: {result.crypto} -> {crypto}"
+                        )
+                    result.crypto = crypto
+                    result.geli_algorithm = info.encryption
+                    result.geli_keylength = info.key_length
+                for direction in params.directions:
+                    d = session.run_fio(device, direction, numjobs)
+                    m = meas.setdefault((target, direction), Measurement(target, direction))
+                    m.samples.append(Sample(d.bw_bytes, d.iops, d.runtime_ms))
+                if target == "geli":
+                    session.detach_geli(device)
+                session.destroy_md(md)
+        result.measurements = [meas[(t, d)] for t in targets for d in params.directions if (t, d) in meas]
+        return result
+
+    result, report = _guarded(session, body)
+    assert isinstance(result, BenchResult)
+    result.cleanup = report
+    result.started = started
+    result.finished = _now()
+    result.warnings = session.warnings
+    if params.repeat == 1:
+        result.warnings.append("single run: no spread; use --repeat N for a median and spread")
+    if not report.ok:
+        result.warnings.append(report.summary())
+    return result
+
+
+def _fill_facts(hf: HostFacts, sysctl: dict[str, str]) -> None:
+    hf.hostname = hf.hostname or sysctl.get("kern.hostname")
+    hf.release = hf.release or sysctl.get("kern.osrelease")
+    hf.arch = hf.arch or sysctl.get("hw.machine_arch")
+    hf.cpu_model = hf.cpu_model or sysctl.get("hw.model")
+    for attr, oid in (("ncpu", "hw.ncpu"), ("physmem", "hw.physmem")):
+        if getattr(hf, attr) is None:
+            try:
+                setattr(hf, attr, int(sysctl.get(oid, "")))
+            except ValueError:
+                pass
+
+
+def cleanup_leftovers(host: Host, progress: Callable[[str], None] | None = None) -> CleanupReport:
+    """`bench --cleanup`: remove md units (and their .eli) an interrupted bench left behind."""
+    session = BenchSession(host, BenchParams(), progress)
+
+    def body() -> None:
+        res = session.must(ST_ROOT, "id -u")
+        if res.stdout.decode(errors="replace").strip() != "0":
+            raise BenchError(ST_ROOT, "removing md(4)/GELI devices needs root")
+        out = session.run(ST_SYSCTL, "sysctl kern.boottime").stdout.decode(errors="replace")
+        facts = parse_sysctl(out)
+        session.boottime = parse_boottime(facts.get("kern.boottime"))
+        for md in session.find_leftovers():
+            session.devices.md.append(md)
+            eli = f"{md}.eli"
+            if session.run(ST_LEFTOVERS, f"test -c /dev/{eli}").ok:
+                session.devices.eli.append(eli)
+        if not session.devices.md:
+            session.run(ST_STATE, f"rm -f {STATE_FILE}")
+
+    _, report = _guarded(session, body)
+    return report
