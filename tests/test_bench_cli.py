@@ -81,3 +81,39 @@ def _happy() -> list[str]:
     h = ScriptedHost()
     bench.measure(h, bench.BenchParams())
     return h.commands
+
+
+OPENSSL = Path(__file__).resolve().parent.parent / "fixtures" / "openssl"
+
+
+def _openssl_output(command: str) -> bytes:
+    """Real `openssl speed` captures (Debian, OpenSSL 3.0.19) for the cipher the command asks for."""
+    if "chacha20" in command:
+        name = "debian-openssl3.0.19-evp-chacha20poly1305.txt"
+    elif command.startswith("OPENSSL_ia32cap="):
+        name = "debian-openssl3.0.19-evp-aes128gcm-ia32cap-masked.txt"
+    else:
+        name = "debian-openssl3.0.19-evp-aes128gcm-aesni.txt"
+    return (OPENSSL / name).read_bytes().split(b"# ---\n", 1)[1]
+
+
+def test_userland_alone_needs_no_root_no_fio_and_touches_no_device(
+    host: ScriptedHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bsdcrypt.host import RunResult
+
+    host.uid = 1001
+    host.has_fio = False
+    scripted = host._execute
+
+    def execute(kind: str, command: str) -> RunResult:
+        return RunResult(0, _openssl_output(command)) if kind == "openssl" else scripted(kind, command)
+
+    monkeypatch.setattr(host, "_execute", execute)
+    res = runner.invoke(app, ["bench", "--userland", "--save", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "chacha20-poly1305" in res.stdout and "AES-NI masked" in res.stdout
+    assert host.commands and all(ScriptedHost.kind(c) == "openssl" for c in host.commands)
+    assert host.created == [] and not list(tmp_path.glob("*.json"))
+    res = runner.invoke(app, ["bench", "--userland", "--format", "json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["prefer"] in ("AES-GCM", "ChaCha20-Poly1305")

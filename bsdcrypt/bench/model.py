@@ -111,9 +111,8 @@ class BenchParams:
 class HostFacts:
     """What a bench record says about the host.
 
-    TODO(assess): filled from `bsdcrypt.assess` (Status) by `from_status` when the lead's
-    assessment is importable; `measure()` otherwise fills release/CPU/ncpu from its own
-    sysctl preflight and leaves the driver state "unknown".
+    Filled from the status assessment by `from_status`; when the probe fails, `measure()` fills
+    release/CPU/ncpu from its own sysctl preflight and leaves the driver state "unknown".
     """
 
     hostname: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -125,15 +126,14 @@ def render_userland(u: UserlandResult) -> str:
 
 
 def _facts_for(host: Host) -> HostFacts | None:
-    """Host facts from the lead's assessment, when it is importable (one read-only probe)."""
-    try:
-        from bsdcrypt.assess import assess
-        from bsdcrypt.probe import gather
-    except ImportError:  # TODO(assess): drop once bsdcrypt.assess is always present
-        return None
+    """Host facts from the status assessment (one read-only probe); None if the probe fails."""
+    from bsdcrypt.assess import assess
+    from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.probe import gather
+
     try:
         return HostFacts.from_status(assess(gather(host), host.name, host.spec))
-    except Exception:  # the bench still runs with its own sysctl facts
+    except BsdcryptError:  # the bench still runs with its own sysctl facts
         return None
 
 
@@ -175,7 +175,11 @@ def register(app: typer.Typer) -> None:
         repeat: Annotated[int, typer.Option("--repeat", help="Runs per measurement (median, spread).")] = 1,
         userland: Annotated[
             bool,
-            typer.Option("--userland", help="Also run openssl speed -evp and advise on TLS/SSH ciphers."),
+            typer.Option(
+                "--userland",
+                help="Only run openssl speed -evp (AES-GCM vs ChaCha20-Poly1305, AES-NI masked) and advise "
+                "on TLS/SSH ciphers; needs no root.",
+            ),
         ] = False,
         cleanup: Annotated[
             bool,
@@ -204,6 +208,16 @@ def register(app: typer.Typer) -> None:
         h = parse_host_spec(host)
         progress = (lambda msg: typer.echo(f"  {msg}", err=True)) if fmt == "table" else None
         try:
+            if userland:
+                # Userland only: openssl speed needs neither root nor fio nor an md device.
+                facts = _facts_for(h)
+                x86 = facts is None or facts.arch in (None, "amd64", "i386", "x86_64")
+                u = engine.userland(h, x86=x86)
+                if fmt == "table":
+                    typer.echo(render_userland(u), nl=False)
+                else:
+                    _emit(dataclasses.asdict(u), fmt)
+                raise typer.Exit(0)
             if cleanup:
                 report = engine.cleanup_leftovers(h, progress)
                 typer.echo(report.summary())
@@ -222,8 +236,6 @@ def register(app: typer.Typer) -> None:
                 ceiling=ceiling,
             )
             result = engine.measure(h, params, _facts_for(h), progress)
-            if userland:
-                result.userland = engine.userland(h, x86=(result.host.arch or "amd64") in ("amd64", "i386"))
         except BenchInterrupted as exc:
             typer.echo(f"bsdcrypt: {exc}", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from exc
