@@ -28,6 +28,7 @@ EXPECTED = {
     "freebsd-12.2-bhyve-not-loaded-overridden": ("freebsd", "not-loaded", False, False, "warning", ["driver-not-loaded"]),
     "freebsd-13.0-hyperv-builtin": ("freebsd", "builtin", True, True, "ok", []),
     "freebsd-14.0-current-ryzen-v1202b-builtin": ("freebsd", "builtin", True, True, "ok", []),
+    "freebsd-15.0-kvm-aliyun-builtin": ("freebsd", "builtin", True, True, "ok", []),
     "freenas-11.3-xeon-x3430-no-aesni-old-msg": ("freenas", "no-device", False, True, "ok", ["cpu-no-aesni"]),
     "hardenedbsd-13.0-stable-epyc-builtin": ("hardenedbsd", "builtin", True, True, "ok", []),
     "opnsense-20.7-hbsd12.1-i5-6200u-loaded": ("opnsense", "loaded", True, None, "ok", ["appliance-managed"]),
