@@ -31,6 +31,7 @@ from bsdcrypt.status import Finding, Status
 
 STANDALONE_TOKEN = "@@bsdcrypt-standalone"
 _FRAME = re.compile(rb"^(@@bsdcrypt-[A-Za-z0-9_.:-]+) begin (\S+)\r?$", re.M)
+_RECORDING = re.compile(rb"^bsdcrypt_recording:", re.M)
 _TREE_KEYS = frozenset({"stdout", "unreachable", "failed", "skipped", "rc"})
 LAST_STEP = "exists:" + MODULE_FILES[-1]  # the probe's final step: without it, the output was cut off
 
@@ -165,7 +166,7 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
         return _ansible(doc, path, token) or garbage("the Ansible output has no host results")
     if _FRAME.search(_strip_pty(data)) or token:
         return [_from_bytes(data, path, path, f"file:{path}", token)]
-    if b"bsdcrypt_recording" in data[:4096]:
+    if _RECORDING.search(data):  # the key may follow long `# source:` headers
         from bsdcrypt.recording import load_text
 
         try:

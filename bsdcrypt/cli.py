@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import sys
 from typing import Annotated, NoReturn
@@ -80,7 +81,14 @@ FormatOpt = Annotated[
         help="table, json, yaml, nagios (one line, monitoring-plugins exit codes) or prometheus (textfile collector).",
     ),
 ]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the probe.")]
+def seconds(value: float) -> float:
+    """Option callback: a finite, positive number of seconds (nan and inf slip through click's ranges)."""
+    if not math.isfinite(value) or not 0.1 <= value <= 86400:
+        raise typer.BadParameter(f"{value} is not a number of seconds between 0.1 and 86400")
+    return value
+
+
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the probe.", callback=seconds)]
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
@@ -111,13 +119,19 @@ def status(
     try:
         result = status_of(parse_host_spec(host), timeout=timeout)
     except BsdcryptError as exc:
-        if fmt != "nagios":
+        if fmt not in MONITORING_FORMATS:
             raise
-        # A monitoring plugin always prints its one line on stdout, errors included.
-        write_report(f"BSDCRYPT UNKNOWN: {' '.join(str(exc).split()).replace('|', '/')}\n", output)
-        raise typer.Exit(3) from exc
+        # Monitoring always gets its report, errors included: a Nagios line on stdout, and a textfile
+        # that says "unknown" instead of the last good run's metrics going stale.
+        from bsdcrypt.status import error_status
+
+        message = " ".join(str(exc).split())
+        result = error_status(host, host, "host-error", message, "Run `bsdcrypt status` by hand to see the error.")
     write_report(render(result, fmt), output)
     raise typer.Exit(result.exit_code)
+
+
+MONITORING_FORMATS = ("nagios", "prometheus")
 
 
 def write_report(text: str, output: str | None) -> None:
@@ -215,7 +229,10 @@ def main() -> None:
         elif _is_click(exc, "UsageError"):
             ctx = getattr(exc, "ctx", None)
             where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-            typer.echo(f"bsdcrypt: {exc.format_message()}{where}", err=True)  # type: ignore[attr-defined]
+            message = f"{exc.format_message()}{where}"  # type: ignore[attr-defined]
+            typer.echo(f"bsdcrypt: {message}", err=True)
+            if "nagios" in sys.argv:  # a monitoring plugin's line goes to stdout, usage errors included
+                typer.echo(f"BSDCRYPT UNKNOWN: {message}")
             code = 3
         elif _is_click(exc, "Abort"):
             typer.echo("bsdcrypt: interrupted", err=True)

@@ -34,7 +34,7 @@ from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
 from bsdcrypt.host import Host, RunResult
 from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.probe import PROBE_MAGIC
-from bsdcrypt.status import EXIT_CODES, Finding, Status, worst_verdict
+from bsdcrypt.status import EXIT_CODES, Finding, Status, error_status, worst_verdict
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 30.0
@@ -111,11 +111,9 @@ class HostResult:
 
 
 def failed_status(entry: HostEntry, kind: str, reason: str) -> Status:
-    status = Status(host=entry.host or entry.spec, source=entry.ssh_spec)
-    status.findings.append(
-        Finding(f"fleet-{kind}", "unknown", reason, REMEDIES.get(kind, REMEDIES["error"]))
+    return error_status(
+        entry.host or entry.spec, entry.ssh_spec, f"fleet-{kind}", reason, REMEDIES.get(kind, REMEDIES["error"])
     )
-    return status
 
 
 class _ProbeGuard:

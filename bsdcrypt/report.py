@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from bsdcrypt.advice import VARIANT_NAMES
-from bsdcrypt.status import Status
+from bsdcrypt.status import SEVERITY_RANK, Status
 
 FORMATS = ("table", "json", "yaml", "nagios", "prometheus")
 
@@ -75,17 +75,13 @@ def table(s: Status) -> str:
 def nagios(s: Status) -> str:
     """One line per the monitoring-plugins guidelines: SERVICE STATUS: text | perfdata."""
     label = {"ok": "OK", "warning": "WARNING", "critical": "CRITICAL", "unknown": "UNKNOWN"}[s.verdict]
-    top = next((f for f in sorted(s.findings, key=_sev_rank, reverse=True)), None)
+    top = max(s.findings, key=lambda f: SEVERITY_RANK[f.severity], default=None)
     text = top.message if top else f"{s.driver.name} {s.driver.state}, kernel AES accelerated"
     text = " ".join(text.replace("|", "/").split()) or (top.id if top else label)  # one line, no |
     active = 1 if s.driver.attached and s.driver.accelerates_aes else 0
     soft = sum(1 for g in s.geli if g.accelerated is False)
     perf = f"aes_active={active};;;0;1 persisted={1 if s.persist.configured else 0};;;0;1 geli_software={soft};;;0"
     return f"BSDCRYPT {label}: {text} | {perf}\n"
-
-
-def _sev_rank(f: Any) -> int:
-    return {"info": 0, "warning": 1, "critical": 2, "unknown": 3}[f.severity]
 
 
 def render(s: Status, fmt: str) -> str:

@@ -18,8 +18,8 @@ DriverState = Literal["builtin", "loaded", "not-loaded", "no-device", "missing",
 EXIT_CODES: dict[str, int] = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
 # Which verdict wins when several apply (a host's findings, a fleet's hosts): critical before unknown,
 # so one unreachable host never hides a critical one from cron or CI (the exit codes stay 0/1/2/3).
-_RANK: dict[str, int] = {"info": 0, "ok": 0, "warning": 1, "unknown": 2, "critical": 3}
-_BY_RANK: tuple[Verdict, ...] = ("ok", "warning", "unknown", "critical")
+SEVERITY_RANK: dict[str, int] = {"info": 0, "ok": 0, "warning": 1, "unknown": 2, "critical": 3}
+_BYSEVERITY_RANK: tuple[Verdict, ...] = ("ok", "warning", "unknown", "critical")
 
 
 @dataclass
@@ -104,7 +104,7 @@ class Status:
 
     @property
     def verdict(self) -> Verdict:
-        return _BY_RANK[max((_RANK[f.severity] for f in self.findings), default=0)]
+        return _BYSEVERITY_RANK[max((SEVERITY_RANK[f.severity] for f in self.findings), default=0)]
 
     @property
     def exit_code(self) -> int:
@@ -117,4 +117,12 @@ class Status:
 
 
 def worst_verdict(verdicts: list[str]) -> str:
-    return max(verdicts, key=lambda v: _RANK[v], default="ok")
+    return max(verdicts, key=lambda v: SEVERITY_RANK[v], default="ok")
+
+
+def error_status(host: str, source: str, finding_id: str, message: str, remedy: str) -> Status:
+    """The Status of a host that could not be assessed: one `unknown` finding saying why."""
+    status = Status(host=host, source=source)
+    status.findings.append(Finding(finding_id, "unknown", message, remedy))
+    return status
+

@@ -128,6 +128,14 @@ def test_recordings_are_accepted_too() -> None:
     assert to_status(c).verdict == "ok" and c.source == f"replay:{BUILTIN}"
 
 
+@pytest.mark.parametrize("path", HOSTS, ids=[p.stem for p in HOSTS])
+def test_every_shipped_recording_analyzes_like_replay(path: Path) -> None:
+    """Including those whose `# source:` header runs past the first kilobytes."""
+    [c] = collect_file(str(path), path.read_bytes())
+    assert c.error is None
+    _same(to_status(c).to_dict(), status_of(ReplayHost.from_file(path)).to_dict())
+
+
 # ---------------------------------------------------------------------------- Ansible documents
 
 

@@ -167,3 +167,22 @@ def test_report_files_are_0644_and_an_existing_file_keeps_its_mode(tmp_path: Pat
     os.chmod(out, 0o640)
     assert run("fleet-audit", str(hosts), "-f", "json", "-o", str(out), "--quiet").returncode == 0
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
+
+
+def test_a_failed_probe_replaces_the_textfile_with_an_unknown_verdict(tmp_path: Path) -> None:
+    prom = tmp_path / "bsdcrypt.prom"
+    assert run("status", "--host", "replay:freebsd-13.0-hyperv-builtin", "-f", "prometheus", "-o", str(prom)).returncode == 0
+    assert "bsdcrypt_exit_code" in prom.read_text() and ' 0\n' in prom.read_text()
+    bad = tmp_path / "gone.yaml"
+    bad.write_text("not a recording\n")
+    r = run("status", "--host", f"replay:{bad}", "-f", "prometheus", "-o", str(prom))
+    assert r.returncode == 3
+    text = prom.read_text()
+    assert 'verdict="unknown"} 1' in text and 'verdict="ok"} 0' in text
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "-5", "0"])
+def test_timeouts_must_be_finite_and_positive(timeout: str) -> None:
+    r = run("status", "--timeout", timeout, "--host", "replay:freebsd-13.0-hyperv-builtin", "-f", "nagios")
+    assert r.returncode == 3 and "Traceback" not in r.stderr and "--timeout" in r.stderr
+    assert r.stdout.startswith("BSDCRYPT UNKNOWN: ")  # a plugin's line, usage errors included

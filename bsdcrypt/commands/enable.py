@@ -228,8 +228,7 @@ def disable(
     if not persist:
         fail(
             "only `disable --persist` exists: it undoes enable's loader.conf change (the driver stays loaded "
-            "until reboot)",
-            2,
+            "until reboot)"
         )
 
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:

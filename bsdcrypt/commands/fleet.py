@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from bsdcrypt.cli import seconds
+
 FORMATS = ("table", "json", "yaml", "csv", "prometheus")
 
 
@@ -22,7 +24,8 @@ def fleet_audit(
         ),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", "-t", min=0.1, help="Seconds per host for connect + auth + probe.")
+        float,
+        typer.Option("--timeout", "-t", callback=seconds, help="Seconds per host for connect + auth + probe."),
     ] = 30.0,
     ssh_config: Annotated[
         str | None,
