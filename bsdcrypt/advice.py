@@ -164,6 +164,16 @@ def findings(s: Status) -> list[Finding]:
                 "Check it stays selected: " + APPLIANCE_SETTING[s.os.variant],
             )
         )
+    if s.persist.ignored:
+        out.append(
+            Finding(
+                "loader-conf-d-ignored",
+                "warning",
+                f"{d.name}_load at {s.persist.ignored} has no effect: the loader of FreeBSD {s.os.release} does not "
+                "read /boot/loader.conf.d (13.0 and later do).",
+                "Move the line to /boot/loader.conf (`bsdcrypt enable --persist` writes it there).",
+            )
+        )
     if d.compiled_in and s.persist.value is not None and s.persist.source not in (None, "kernel"):
         out.append(
             Finding(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bsdcrypt import advice
 from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
-from bsdcrypt.loaderconf import effective, files_from_evidence, is_yes
+from bsdcrypt.loaderconf import all_assignments, effective, files_from_evidence, is_yes, read_by_loader
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.geli import parse_geli_list
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
@@ -95,7 +95,7 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     drivers = _driver_infos(ev, sysctl, dmesg, status.os)
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
-    status.persist = _persist_info(ev, status.driver, status.cpu, status.os.variant)
+    status.persist = _persist_info(ev, status.driver, status.cpu, status.os)
     status.geli = _geli_infos(parse_geli_list(_raw(ev, "geli_list")), status)
     status.findings = advice.findings(status)
     missing = [name for name in DECISIVE_STEPS if name not in ev.steps]
@@ -309,13 +309,20 @@ def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
     return found[-1] if found else None
 
 
-def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, variant: str) -> PersistInfo:
+def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) -> PersistInfo:
     if driver.name is None:
         return PersistInfo(configured=False, needed=False)
-    assignment = effective(files_from_evidence(ev), f"{driver.name}_load")
+    variant = os.variant
+    name = f"{driver.name}_load"
+    files = files_from_evidence(ev)
+    read = read_by_loader(files, os.major)
+    assignment = effective(read, name)
     value = assignment.value if assignment else None
     yes = is_yes(assignment)
     info = PersistInfo(value=value)
+    unread = [a for a in all_assignments([f for f in files if f not in read], name)]
+    if unread:
+        info.ignored = f"{unread[-1].path}:{unread[-1].line}"
     if assignment is not None:
         info.source = f"{assignment.path}:{assignment.line}"
     if driver.compiled_in:

@@ -230,6 +230,14 @@ def files_from_evidence(evidence: Evidence, root: str = "") -> list[tuple[str, b
     return out
 
 
+def read_by_loader(files: Sequence[tuple[str, bytes]], major: int | None) -> list[tuple[str, bytes]]:
+    """The files the loader of release `major` reads: loader.conf.d/*.conf only from 13.0 (lua
+    loader_conf_dirs); before that those files have no effect. Unknown release: all of them."""
+    if major is None or major >= 13:
+        return list(files)
+    return [f for f in files if "/loader.conf.d/" not in f[0]]
+
+
 # --------------------------------------------------------------------------------------------------
 # The editor (pure): the smallest change that makes `<name>` effectively "YES", and its exact undo.
 #

@@ -67,6 +67,7 @@ class PersistInfo:
     needed: bool | None = None  # whether a loader.conf line is needed at all
     source: str | None = None  # "kernel", or "/boot/loader.conf:12"
     value: str | None = None  # the effective <driver>_load value, if any
+    ignored: str | None = None  # FILE:LINE of a <driver>_load this release's loader does not read
 
 
 @dataclass

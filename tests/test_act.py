@@ -287,3 +287,19 @@ def test_root_decides_from_the_release_of_the_system_at_root(root: Path, version
         assert "--force" in r.output and "13.2-RELEASE-p4" in r.output
         r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--force", "--root", str(root)])
         assert r.exit_code == 0 and b'aesni_load="YES"' in (root / "boot" / "loader.conf").read_bytes()
+
+
+def test_root_before_13_writes_loader_conf_not_loader_conf_d(root: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bsdcrypt.cli import _register_commands, app
+
+    (root / "bin").mkdir()
+    (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.4-RELEASE-p9"\n')
+    write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
+    write(root / "boot" / "loader.conf.d" / "aesni.conf", b'aesni_load="YES"\n')  # 12.x never reads it
+    _register_commands()
+    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
+    assert r.exit_code == 0, r.output
+    assert (root / "boot" / "loader.conf").read_bytes().endswith(b'aesni_load="YES" # bsdcrypt enable: added\n')
+    assert (root / "boot" / "loader.conf.d" / "aesni.conf").read_bytes() == b'aesni_load="YES"\n'

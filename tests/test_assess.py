@@ -187,3 +187,14 @@ def test_a_cut_off_recording_says_its_conclusions_may_be_incomplete() -> None:
     s = assess(cut, "h", "test")
     assert s.findings[-1].id == "probe-partial" and "geli_list" in s.findings[-1].message
     assert s.verdict == "unknown"
+
+
+def test_loader_conf_d_does_not_count_before_13() -> None:
+    """lualoader's loader_conf_dirs arrived in 13.0: a 12.2 loader never reads /boot/loader.conf.d."""
+    from bsdcrypt.recording import load
+
+    ev = load(HOSTS / "freebsd-12.2-bhyve-geli-software-aesni-kldloaded.yaml")[1]
+    ev.steps["file:/boot/loader.conf.d/aesni.conf"] = Step(0, b'aesni_load="YES"\n')
+    s = assess(ev, "h", "test")
+    assert s.persist.configured is False and s.persist.ignored == "/boot/loader.conf.d/aesni.conf:1"
+    assert "loader-conf-d-ignored" in [f.id for f in s.findings] and "not-persisted" in [f.id for f in s.findings]

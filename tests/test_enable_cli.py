@@ -103,4 +103,4 @@ def test_dry_run_under_root_changes_nothing(tmp_path: Path) -> None:
 
 def test_disable_needs_persist() -> None:
     result = runner.invoke(app, ["disable", "-H", "replay:freebsd-13.0-hyperv-builtin"])
-    assert result.exit_code == 2 and "--persist" in result.output
+    assert result.exit_code == 3 and "--persist" in result.output

@@ -120,7 +120,7 @@ def _execute(
     from bsdcrypt.assess import assess
     from bsdcrypt.cli import fail
     from bsdcrypt.host import parse_host_spec
-    from bsdcrypt.loaderconf import files_from_evidence
+    from bsdcrypt.loaderconf import files_from_evidence, read_by_loader
     from bsdcrypt.probe import gather
 
     if fmt not in FORMATS:
@@ -133,12 +133,18 @@ def _execute(
         # re-checks their content on the host, so a change in between is caught, not clobbered).
         files = read_loader_files(host, root) if root else files_from_evidence(evidence)
         inp = PlanInput.from_status(status)
+        major = status.os.major
         if root:
             from dataclasses import replace
 
             from bsdcrypt.act import read_root_release
+            from bsdcrypt.parsers.version import parse_release
 
             inp = replace(inp, root_release=read_root_release(host, root))
+            rel = parse_release(inp.root_release) if inp.root_release else None
+            major = rel.major if rel else None
+        # Before 13.0 the loader does not read loader.conf.d: lines there neither count nor get edited.
+        files = read_by_loader(files, major)
         plan: Plan = plan_for(inp, files)
         if fmt == "json":
             target = f"{status.host}:{root}" if root else status.host
@@ -171,7 +177,7 @@ def _execute(
             from bsdcrypt.loaderconf import effective, is_yes
 
             driver = loader_driver(inp)
-            reread = read_loader_files(host, root)
+            reread = read_by_loader(read_loader_files(host, root), major)
             eff = effective(reread, f"{driver}_load")
             where = f"{eff.path}:{eff.line}" if eff else "nowhere"
             state = "in effect" if is_yes(eff) else "not in effect"
