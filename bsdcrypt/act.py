@@ -91,9 +91,10 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
             's() { printf \'%s begin %s\\n\' "$T" "$1"; ( t=$(resolve "$1") || '
             '{ echo "$1 is a symbolic link that leads outside $ROOT (or loops)"; exit 1; }; cat -- "$t" ) '
             '</dev/null 2>&1; printf \'\\n%s end %s %d\\n\' "$T" "$1" "$?"; }',
-            f"[ -e {sh_quote(conf)} ] && s {sh_quote(conf)}",
-            f'for x in {sh_quote(confd)}/*.conf; do [ -f "$x" ] && s "$x"; done',
-            f"[ -e {sh_quote(local)} ] && s {sh_quote(local)}",
+            # -L too: a dangling or looping link is an error to report, not a missing file
+            f"{{ [ -e {sh_quote(conf)} ] || [ -L {sh_quote(conf)} ]; }} && s {sh_quote(conf)}",
+            f'for x in {sh_quote(confd)}/*.conf; do {{ [ -f "$x" ] || [ -L "$x" ]; }} && s "$x"; done',
+            f"{{ [ -e {sh_quote(local)} ] || [ -L {sh_quote(local)} ]; }} && s {sh_quote(local)}",
             'printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"',
             "exit 0",
         ]

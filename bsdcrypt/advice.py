@@ -37,7 +37,8 @@ VARIANT_NAMES = {
 # Passthrough advice per hypervisor (kern.vm_guest names).
 PASSTHROUGH: dict[str, str] = {
     "kvm": "KVM/QEMU: -cpu host (libvirt: <cpu mode='host-passthrough'/>; Proxmox: CPU type host)",
-    "bhyve": "bhyve exposes the host's CPUID: the host CPU itself lacks AES-NI or has it disabled in firmware",
+    "bhyve": "bhyve passes the host's AES-NI flag through unless its CPUID is masked: check the host's firmware "
+    "setting and the guest's bhyve options",
     "hv": "Hyper-V: do not enable processor compatibility mode for the VM",
     "vmware": "VMware: remove any CPUID mask on the VM and check the EVC mode of the cluster",
     "xen": "Xen: remove cpuid= masks from the guest config (or use a newer CPU feature level)",

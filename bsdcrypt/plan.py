@@ -214,17 +214,20 @@ def plan_enable(
             return plan
         drv = loader_driver(p)
         rel = parse_release(p.root_release) if p.root_release else None
-        if rel is not None and rel.major >= 13 and not force:
+        if rel is not None and (rel.major >= 13 or rel.hbsd) and not force:
+            kernel = "HARDENEDBSD has" if rel.hbsd else "GENERIC has"
+            since = "10" if rel.hbsd else "13.0"
             act.append(
                 Refuse(
-                    f"the system at {root} is FreeBSD {rel.raw}: GENERIC has {drv} compiled in since 13.0, "
+                    f"the system at {root} is {rel.raw}: {kernel} {drv} compiled in since {since}, "
                     f"so no {drv}_load line is needed",
                     f"if it boots a custom kernel without `device {drv}`, rerun with --force",
                 )
             )
             return plan
         if rel is None:
-            act.append(Note(f"the release of the system at {root} is unknown (no {root}/bin/freebsd-version)."))
+            unknown = f"the release of the system at {root} is unknown"
+            act.append(Note(f"{unknown} ({root}/bin/freebsd-version missing or unparsable)."))
         act.extend(_persist_actions(files, drv, root))
         return plan
 

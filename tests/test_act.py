@@ -303,3 +303,32 @@ def test_root_before_13_writes_loader_conf_not_loader_conf_d(root: Path) -> None
     assert r.exit_code == 0, r.output
     assert (root / "boot" / "loader.conf").read_bytes().endswith(b'aesni_load="YES" # bsdcrypt enable: added\n')
     assert (root / "boot" / "loader.conf.d" / "aesni.conf").read_bytes() == b'aesni_load="YES"\n'
+
+
+def test_root_hardenedbsd_image_needs_no_line_and_a_link_loop_is_an_error(root: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bsdcrypt.cli import _register_commands, app
+
+    _register_commands()
+    (root / "bin").mkdir()
+    (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.1-STABLE-HBSD"\n')
+    write(root / "boot" / "loader.conf", b"")
+    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
+    assert r.exit_code == 2 and "HARDENEDBSD" in r.output
+    (root / "boot" / "loader.conf").unlink()
+    (root / "boot" / "loader.conf").symlink_to("loop1")
+    (root / "boot" / "loop1").symlink_to("loader.conf")
+    with pytest.raises(ActError, match="loops"):
+        read_loader_files(LocalHost(), str(root))
+
+
+def test_enable_refuses_a_huge_loader_conf(root: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bsdcrypt.cli import _register_commands, app
+
+    _register_commands()
+    write(root / "boot" / "loader.conf", b"# x\n" * 300_000)
+    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
+    assert r.exit_code == 3 and "limit 1 MiB" in r.output

@@ -17,6 +17,7 @@ from bsdcrypt.plan import Note, Plan, PlanInput, Refuse, RunCommand, WriteFile, 
 
 FORMATS = ("text", "json")
 EXIT_REFUSED = 2
+MAX_LOADER_FILE = 1 << 20  # real loader.conf files are a few KiB; the editor and diff are not built for more
 
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", "-n", help="Show the diff and the commands; change nothing.")
@@ -145,6 +146,9 @@ def _execute(
             major = rel.major if rel else None
         # Before 13.0 the loader does not read loader.conf.d: lines there neither count nor get edited.
         files = read_by_loader(files, major)
+        for path, data in files:
+            if len(data) > MAX_LOADER_FILE:
+                fail(f"{path} is {len(data) // 1024} KiB: not a loader configuration bsdcrypt will edit (limit 1 MiB)")
         plan: Plan = plan_for(inp, files)
         if fmt == "json":
             target = f"{status.host}:{root}" if root else status.host
