@@ -113,12 +113,21 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
     return loaderconf.loader_order(out)
 
 
-def read_root_release(host: Host, root: str) -> str | None:
-    """The userland release of the system at `root`, from its freebsd-version(1) script."""
-    path = root.rstrip("/") + "/bin/freebsd-version"
-    res = host.run(f"sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' {sh_quote(path)}", timeout=30)
-    text = res.stdout.decode("utf-8", "replace").strip()
-    return text.splitlines()[0] if res.ok and text else None
+# ELF e_machine (offset 18, little-endian) of DIR/boot/kernel/kernel -> hw.machine_arch
+_ELF_MACHINES = {"03 00": "i386", "3e 00": "amd64", "b7 00": "aarch64", "28 00": "armv7", "f3 00": "riscv64"}
+
+
+def read_root_system(host: Host, root: str) -> tuple[str | None, str | None]:
+    """(userland release, kernel arch) of the system at `root`: its freebsd-version(1) script's
+    USERLAND_VERSION, and the ELF machine of its /boot/kernel/kernel. One round trip."""
+    base = root.rstrip("/")
+    script = (
+        f"sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' {sh_quote(base + '/bin/freebsd-version')} | head -n 1; "
+        f"echo ---; od -An -tx1 -j18 -N2 {sh_quote(base + '/boot/kernel/kernel')} 2>/dev/null"
+    )
+    out = host.run(script, timeout=30).stdout.decode("utf-8", "replace")
+    release, _, machine = out.partition("---")
+    return release.strip() or None, _ELF_MACHINES.get(" ".join(machine.split()))
 
 
 # ---- the safe write --------------------------------------------------------------------------------

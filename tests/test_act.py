@@ -332,3 +332,20 @@ def test_enable_refuses_a_huge_loader_conf(root: Path) -> None:
     write(root / "boot" / "loader.conf", b"# x\n" * 300_000)
     r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
     assert r.exit_code == 3 and "limit 1 MiB" in r.output
+
+
+def test_root_takes_the_driver_from_the_image_kernel(root: Path) -> None:
+    """An arm64 image edited on an amd64 machine gets armv8crypto_load (ELF e_machine 0xb7)."""
+    from typer.testing import CliRunner
+
+    from bsdcrypt.cli import _register_commands, app
+
+    _register_commands()
+    (root / "bin").mkdir()
+    (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.4-RELEASE"\n')
+    (root / "boot" / "kernel").mkdir()
+    (root / "boot" / "kernel" / "kernel").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(11) + b"\xb7\x00" + bytes(40))
+    write(root / "boot" / "loader.conf", b"")
+    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
+    assert r.exit_code == 0, r.output
+    assert (root / "boot" / "loader.conf").read_bytes() == b'armv8crypto_load="YES" # bsdcrypt enable: added\n'

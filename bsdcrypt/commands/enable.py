@@ -138,10 +138,14 @@ def _execute(
         if root:
             from dataclasses import replace
 
-            from bsdcrypt.act import read_root_release
+            from bsdcrypt.act import read_root_system
+            from bsdcrypt.assess import primary_driver
             from bsdcrypt.parsers.version import parse_release
 
-            inp = replace(inp, root_release=read_root_release(host, root))
+            root_release, root_arch = read_root_system(host, root)
+            inp = replace(inp, root_release=root_release)
+            if root_arch:  # the image's kernel decides the driver, not the machine running bsdcrypt
+                inp = replace(inp, arch=root_arch, driver=primary_driver(root_arch))
             rel = parse_release(inp.root_release) if inp.root_release else None
             major = rel.major if rel else None
         # Before 13.0 the loader does not read loader.conf.d: lines there neither count nor get edited.
