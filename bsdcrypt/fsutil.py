@@ -15,7 +15,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None 
     An existing file keeps its mode; a new one gets `mode`, or stays private (0600, from mkstemp).
     Reports pass 0o644: a Prometheus textfile must be readable by node_exporter, another user.
     """
-    target = Path(path)
+    target = Path(os.path.realpath(path))  # write through a symlink, do not replace the link
     try:
         mode = target.stat().st_mode & 0o7777
     except OSError:
