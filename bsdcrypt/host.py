@@ -84,7 +84,9 @@ def _make_host(spec: str | None) -> Host:
     if spec.startswith("replay:"):
         from bsdcrypt.recording import ReplayHost, resolve_recording
 
-        return ReplayHost.from_file(resolve_recording(spec[len("replay:"):]))
+        host = ReplayHost.from_file(resolve_recording(spec[len("replay:"):]))
+        host.spec = spec  # as the user gave it: `replay:NAME` stays stable when the venv moves
+        return host
     from bsdcrypt.ssh import SSHHost  # paramiko stays off the local and replay paths
 
     return SSHHost.from_spec(spec)
