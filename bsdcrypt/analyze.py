@@ -38,6 +38,7 @@ LAST_STEP = "exists:" + MODULE_FILES[-1]  # the probe's final step: without it, 
 REMEDIES: dict[str, str] = {
     "unreachable": "The collecting engine could not reach the host: check its connection settings and rerun.",
     "failed": "The probe failed on the host: run the script there by hand (sh probe.sh) and look at the error.",
+    "unreadable": "Check the path and its permissions.",
     "garbage": "This is not the probe's output: collect the stdout of `bsdcrypt probe-script` run with /bin/sh.",
     "cut-off": "The probe's output is incomplete: rerun it (a timeout or output limit of the engine cut it).",
     "skipped": "The engine skipped the host: check the play's conditions and limits.",

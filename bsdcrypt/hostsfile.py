@@ -22,7 +22,7 @@ from bsdcrypt.errors import BsdcryptError
 
 # RFC 1123 labels, plus '_' (seen in real internal names and ssh_config aliases).
 _NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
-_USER = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]*\$?$")
+_USER = re.compile(r"^[A-Za-z0-9_.](?:[A-Za-z0-9_.@-]*[A-Za-z0-9_.-])?\$?$")  # may hold '@' (user@realm), not end in it
 MAX_ERRORS_SHOWN = 20
 
 

@@ -220,9 +220,20 @@ def test_cli_reads_stdin_and_directories(tmp_path: Path) -> None:
 
 
 def test_cli_errors_are_one_line_exit_3(tmp_path: Path) -> None:
-    r = _cli("analyze", str(tmp_path / "missing.out"))
-    assert r.returncode == 3 and r.stderr.decode().startswith("bsdcrypt: cannot read")
+    r = _cli("analyze", str(tmp_path / "missing.out"))  # a row saying so, exit 3 (unknown)
+    assert r.returncode == 3 and b"cannot read" in r.stdout and b"unreadable" in r.stdout
     r = _cli("analyze", "-f", "nagios", str(BUILTIN))
     assert r.returncode == 3 and b"unknown format" in r.stderr
     r = _cli("analyze", str(tmp_path))  # an empty directory: nothing to analyze
     assert r.returncode == 3 and b"no input" in r.stderr
+
+
+def test_a_missing_file_is_a_row_and_the_rest_is_still_analyzed(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "bsdcrypt", "analyze", str(BUILTIN), str(tmp_path / "nope.out"), "-f", "json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert r.returncode == 3, r.stderr
+    rows = json.loads(r.stdout)["hosts"]
+    kinds = sorted(f["id"] for row in rows for f in row["findings"])
+    assert "collect-unreadable" in kinds and len(rows) == 2

@@ -96,3 +96,13 @@ def test_a_byte_order_mark_is_ignored() -> None:
 
     hosts = parse_hosts("\ufeffroot@fw1:2222\n", "hosts.txt")
     assert len(hosts.entries) == 1 and hosts.entries[0].host == "fw1"
+
+
+def test_a_user_may_hold_an_at_sign_but_not_end_in_one() -> None:
+    import pytest
+
+    from bsdcrypt.hostsfile import SpecError, split_spec
+
+    assert split_spec("alice@corp.example@fw1:22") == ("alice@corp.example", "fw1", 22)
+    with pytest.raises(SpecError, match="bad user name"):
+        split_spec("user@@fw1")

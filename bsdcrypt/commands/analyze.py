@@ -99,8 +99,14 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
     paths = _expand(files)
     if not paths:
         raise BsdcryptError("no input files (the directories given are empty)")
+    from bsdcrypt.analyze import Collected
+
     for path in paths:
-        for c in collect_file(path, _read(path), token):
+        try:
+            collected = collect_file(path, _read(path), token)
+        except BsdcryptError as exc:  # one unreadable file is a row, not the end of the run
+            collected = [Collected(path, path, f"file:{path}", error_kind="unreadable", error=str(exc))]
+        for c in collected:
             results.append(
                 fleet.HostResult(HostEntry(spec=c.target, source=c.origin), to_status(c), 0.0, c.error, c.error_kind)
             )
