@@ -15,7 +15,7 @@ from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
 from bsdcrypt.parsers.linux import parse_cpuinfo_flags, parse_cpuinfo_model
 from bsdcrypt.parsers.osrelease import parse_os_release, parse_product
 from bsdcrypt.parsers.sysctl import parse_sysctl
-from bsdcrypt.parsers.version import parse_freebsd_version, parse_release
+from bsdcrypt.parsers.version import parse_freebsd_version, parse_release, parse_uname_a
 from bsdcrypt.probe import Evidence
 from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
 
@@ -154,8 +154,7 @@ def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: st
 
 
 def _uname_arch(ev: Evidence) -> str | None:
-    words = (ev.text("uname_a") or "").split()
-    return words[-1] if words else None
+    return parse_uname_a(ev.text("uname_a") or "").get("machine")
 
 
 def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str | None) -> CPUInfo:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import os
 import queue
 import resource
@@ -27,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from bsdcrypt import verbose
 from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
@@ -73,10 +72,6 @@ REMEDIES: dict[str, str] = {
     "recording": "Check the replay: path (relative paths are taken from the hosts file's folder).",
     "error": "Rerun `bsdcrypt status --host HOST` for this host alone to see the full error.",
 }
-
-
-class Abortable(Protocol):
-    def abort(self) -> None: ...
 
 
 @dataclass
@@ -547,7 +542,3 @@ def render(run: FleetRun, fmt: str) -> str:
 def default_parallel() -> int:
     """Handshakes are mostly waiting on the network; 32 keeps a 2-core client busy without thrashing."""
     return max(8, min(DEFAULT_PARALLEL, 16 * (os.cpu_count() or 2)))
-
-
-def wall_time_bound(hosts: int, parallel: int, timeout: float) -> float:
-    return math.ceil(hosts / max(1, parallel)) * (timeout + GRACE)
