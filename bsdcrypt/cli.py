@@ -97,6 +97,8 @@ def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
     return fmt
 
 
+# fleet-audit and analyze: one row per host
+FleetFormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.")]
 OutputOpt = Annotated[
     str | None,
     typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt.prom), not stdout."),

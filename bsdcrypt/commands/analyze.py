@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bsdcrypt.cli import FleetFormatOpt, OutputOpt
+
 if TYPE_CHECKING:
     from bsdcrypt.fleet import FleetRun
 
@@ -35,11 +37,8 @@ def analyze(
             help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs or recordings; - is stdin."
         ),
     ],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.")] = "table",
-    output: Annotated[
-        str | None,
-        typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt.prom)."),
-    ] = None,
+    fmt: FleetFormatOpt = "table",
+    output: OutputOpt = None,
     token: Annotated[
         str | None, typer.Option("--token", help="Frame marker, if not the one in the first frame.")
     ] = None,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from bsdcrypt.cli import seconds
+from bsdcrypt.cli import FleetFormatOpt, OutputOpt, seconds
 
 FORMATS = ("table", "json", "yaml", "csv", "prometheus")
 
@@ -37,11 +37,8 @@ def fleet_audit(
             "--accept-new", help="Add unknown host keys to known_hosts (changed keys are always errors)."
         ),
     ] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.")] = "table",
-    output: Annotated[
-        str | None,
-        typer.Option("--output", "-o", help="Write the report to FILE (atomically) instead of stdout."),
-    ] = None,
+    fmt: FleetFormatOpt = "table",
+    output: OutputOpt = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar, no notes on stderr.")
     ] = False,
