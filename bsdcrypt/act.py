@@ -16,7 +16,7 @@ from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.host import Host, sh_quote
 from bsdcrypt.loaderconf import FileEdit
 from bsdcrypt.plan import Note, Plan, Refuse, RunCommand, WriteFile
-from bsdcrypt.probe import new_token, parse_output
+from bsdcrypt.probe import FRAME_FUNCTION, new_token, parse_output
 
 KLD_EEXIST = "module already loaded or in kernel"
 KLD_ENOEXEC = "Please check dmesg(8) for more details"
@@ -88,13 +88,13 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
         [
             f"T={token}; ROOT={sh_quote(root)}",
             _RESOLVE,
-            's() { printf \'%s begin %s\\n\' "$T" "$1"; ( t=$(resolve "$1") || '
-            '{ echo "$1 is a symbolic link that leads outside $ROOT (or loops)"; exit 1; }; cat -- "$t" ) '
-            '</dev/null 2>&1; printf \'\\n%s end %s %d\\n\' "$T" "$1" "$?"; }',
+            FRAME_FUNCTION,
+            'r() { s "$1" \'t=$(resolve "$1") || { echo "$1 is a symbolic link that leads outside $ROOT (or '
+            'loops)"; exit 1; }; cat -- "$t"\'; }',
             # -L too: a dangling or looping link is an error to report, not a missing file
-            f"{{ [ -e {sh_quote(conf)} ] || [ -L {sh_quote(conf)} ]; }} && s {sh_quote(conf)}",
-            f'for x in {sh_quote(confd)}/*.conf; do {{ [ -f "$x" ] || [ -L "$x" ]; }} && s "$x"; done',
-            f"{{ [ -e {sh_quote(local)} ] || [ -L {sh_quote(local)} ]; }} && s {sh_quote(local)}",
+            f"{{ [ -e {sh_quote(conf)} ] || [ -L {sh_quote(conf)} ]; }} && r {sh_quote(conf)}",
+            f'for x in {sh_quote(confd)}/*.conf; do {{ [ -f "$x" ] || [ -L "$x" ]; }} && r "$x"; done',
+            f"{{ [ -e {sh_quote(local)} ] || [ -L {sh_quote(local)} ]; }} && r {sh_quote(local)}",
             'printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"',
             "exit 0",
         ]

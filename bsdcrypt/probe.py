@@ -54,6 +54,13 @@ MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRI
 
 
 
+# s NAME COMMAND: run COMMAND (stdout and stderr merged, no stdin) between the frames of NAME.
+FRAME_FUNCTION = (
+    "s() { printf '%s begin %s\\n' \"$T\" \"$1\"; ( eval \"$2\" ) </dev/null 2>&1;"
+    " printf '\\n%s end %s %d\\n' \"$T\" \"$1\" \"$?\"; }"
+)
+
+
 def build_script(token: str) -> str:
     """The probe as one sh script; `token` frames the output of each step."""
     lines = [
@@ -62,8 +69,7 @@ def build_script(token: str) -> str:
         f"T={token}",
         "PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH",
         "LC_ALL=C; export LC_ALL",
-        "s() { printf '%s begin %s\\n' \"$T\" \"$1\"; ( eval \"$2\" ) </dev/null 2>&1;"
-        " printf '\\n%s end %s %d\\n' \"$T\" \"$1\" \"$?\"; }",
+        FRAME_FUNCTION,
     ]
     lines += [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
     lines += [f"s {sh_quote('file:' + path)} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
