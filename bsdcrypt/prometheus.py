@@ -14,8 +14,9 @@ stay distinct. The metric names are documented in docs/monitoring.md; keep them 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bsdcrypt.status import EXIT_CODES, Status
 
@@ -188,4 +189,70 @@ def render(statuses: Sequence[Status], *, timestamp: float | None = None) -> str
             f"# TYPE {name} gauge",
             f"{name} {format_value(float(timestamp))}",
         ]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+# --------------------------------------------------------------------------- bench
+
+BENCH_PREFIX = PREFIX + "bench_"
+
+
+def _family(name: str, help_: str, samples: list[tuple[Labels, float]]) -> list[str]:
+    if not samples:
+        return []
+    return [
+        f"# HELP {name} {escape_help(help_)}",
+        f"# TYPE {name} gauge",
+        *(_sample_line(name, labels, value) for labels, value in samples),
+    ]
+
+
+def render_bench(record: Mapping[str, Any], source: str, *, timestamp: float | None = None) -> str:
+    """Exposition text for one `bsdcrypt bench` run, from its JSON record (BenchResult.to_record()).
+
+    Throughput is in bytes per second, the Prometheus base unit (MiB/s = value / 1048576). The
+    family names start with `bsdcrypt_bench_`, so this can be its own textfile (e.g.
+    bsdcrypt_bench.prom) beside the status one without any family appearing twice.
+    """
+    host_ = record.get("host") or {}
+    host: Labels = (("host", str(host_.get("hostname") or "")), ("source", source))
+    geli = record.get("geli") or {}
+    crypto = str(record.get("crypto_mode") or "")
+    run: Labels = (
+        ("crypto", crypto),
+        ("algorithm", str(geli.get("algorithm") or "")),
+        ("key_length", str(geli.get("key_length") or "")),
+    )
+    throughput: list[tuple[Labels, float]] = []
+    iops: list[tuple[Labels, float]] = []
+    for r in record.get("results") or []:
+        target = str(r.get("target"))
+        labels = host + (("target", target), ("direction", str(r.get("direction"))))
+        labels += run if target == "geli" else (("crypto", ""), ("algorithm", ""), ("key_length", ""))
+        if isinstance(r.get("median_bytes_per_s"), (int, float)):
+            throughput.append((labels, float(r["median_bytes_per_s"])))
+        if isinstance(r.get("median_iops"), (int, float)):
+            iops.append((labels, float(r["median_iops"])))
+    accelerated = record.get("accelerated")
+    ratios = [
+        (host + (("direction", str(d)),), float(f))
+        for d, f in (record.get("ceiling_fraction") or {}).items()
+        if isinstance(f, (int, float))
+    ]
+    lines = [
+        *_family(BENCH_PREFIX + "throughput_bytes_per_second",
+                 "Median fio throughput of the last bench: GELI on md (target=geli) and the bare md ceiling "
+                 "(target=md), in bytes per second.", throughput),
+        *_family(BENCH_PREFIX + "iops", "Median fio IOPS of the last bench.", iops),
+        *_family(BENCH_PREFIX + "accelerated",
+                 "1 if GELI used an accelerated crypto path (Crypto: hardware or accelerated software) in the "
+                 "last bench.",
+                 [] if not isinstance(accelerated, bool) else [(host, 1.0 if accelerated else 0.0)]),
+        *_family(BENCH_PREFIX + "ceiling_ratio",
+                 "GELI throughput as a fraction of the bare md ceiling in the last bench.", ratios),
+    ]
+    if timestamp is not None:
+        lines += _family(BENCH_PREFIX + "last_run_timestamp_seconds",
+                         "When bsdcrypt wrote these bench metrics, in seconds since the epoch.",
+                         [((), float(timestamp))])
     return "\n".join(lines) + "\n" if lines else ""

@@ -117,3 +117,43 @@ def test_userland_alone_needs_no_root_no_fio_and_touches_no_device(
     assert host.created == [] and not list(tmp_path.glob("*.json"))
     res = runner.invoke(app, ["bench", "--userland", "--format", "json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["prefer"] in ("AES-GCM", "ChaCha20-Poly1305")
+
+
+def test_prometheus_textfile(host: ScriptedHost, tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+    from test_prometheus import strict_check
+
+    out = tmp_path / "bsdcrypt_bench.prom"
+    res = runner.invoke(app, ["bench", "--no-save", "--format", "prometheus", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+    families = strict_check(text)
+    assert set(families) == {
+        "bsdcrypt_bench_throughput_bytes_per_second",
+        "bsdcrypt_bench_iops",
+        "bsdcrypt_bench_accelerated",
+        "bsdcrypt_bench_ceiling_ratio",
+        "bsdcrypt_bench_last_run_timestamp_seconds",
+    }
+    parsed = {f.name: f for f in text_string_to_metric_families(text)}
+    bw = {(s.labels["target"], s.labels["direction"]): s for s in parsed["bsdcrypt_bench_throughput_bytes_per_second"].samples}
+    assert set(bw) == {("geli", "write"), ("geli", "read"), ("md", "write"), ("md", "read")}
+    geli_w = bw[("geli", "write")]
+    assert geli_w.labels["crypto"] == "accelerated software" and geli_w.labels["host"] == "bench1.example.org"
+    assert geli_w.labels["algorithm"] == "AES-XTS" and geli_w.labels["key_length"] == "128"
+    # the scripted fio reports bw_bytes; the metric carries them unchanged (base unit, not MiB)
+    rec = json.loads(runner.invoke(app, ["bench", "--no-save", "--format", "json"]).stdout)
+    want = {(r["target"], r["direction"]): r["median_bytes_per_s"] for r in rec["results"]}
+    assert {k: s.value for k, s in bw.items()} == want
+    assert [s.value for s in parsed["bsdcrypt_bench_accelerated"].samples] == [1.0]
+    ratios = {s.labels["direction"]: s.value for s in parsed["bsdcrypt_bench_ceiling_ratio"].samples}
+    assert ratios == rec["ceiling_fraction"]
+    assert host.leaked() == []
+
+
+def test_prometheus_refused_for_userland(host: ScriptedHost) -> None:
+    res = runner.invoke(app, ["bench", "--userland", "--format", "prometheus"])
+    assert res.exit_code == 3
+    assert "--userland has no Prometheus metrics" in res.stderr
+    assert host.commands == []  # refused before anything ran

@@ -23,7 +23,7 @@ from bsdcrypt.bench import (
 )
 from bsdcrypt.host import Host
 
-FORMATS = ("table", "json", "yaml")
+FORMATS = ("table", "json", "yaml", "prometheus")
 EXIT_INTERRUPTED = 130
 BAR_WIDTH = 40
 
@@ -137,13 +137,12 @@ def _facts_for(host: Host) -> HostFacts | None:
         return None
 
 
-def _emit(data: Any, fmt: str) -> None:
+def _dump(data: Any, fmt: str) -> str:
     if fmt == "json":
-        typer.echo(json.dumps(data, indent=2))
-    else:
-        import yaml
+        return json.dumps(data, indent=2) + "\n"
+    import yaml
 
-        typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000), nl=False)
+    return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000))
 
 
 def register(app: typer.Typer) -> None:
@@ -190,7 +189,13 @@ def register(app: typer.Typer) -> None:
             typer.Option("--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench)."),
         ] = "",
         no_save: Annotated[bool, typer.Option("--no-save", help="Do not write a JSON record.")] = False,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or yaml.")] = "table",
+        fmt: Annotated[
+            str, typer.Option("--format", "-f", help="table, json, yaml or prometheus (textfile collector).")
+        ] = "table",
+        output: Annotated[
+            str | None,
+            typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt_bench.prom)."),
+        ] = None,
     ) -> None:
         """Measure GELI (AES-XTS) on a swap-backed md device with fio, against the bare md ceiling.
 
@@ -198,11 +203,13 @@ def register(app: typer.Typer) -> None:
         success, error, Ctrl-C and SIGTERM. Exit status: 0 done, 3 error, 130 interrupted.
         """
         from bsdcrypt import bench as engine
-        from bsdcrypt.cli import fail
+        from bsdcrypt.cli import fail, write_report
         from bsdcrypt.host import parse_host_spec
 
         if fmt not in FORMATS:
             fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+        if userland and fmt == "prometheus":
+            fail("--userland has no Prometheus metrics; use --format json or yaml")
         if host.startswith("replay:"):
             fail("bench measures a live host (local or over SSH); a recording cannot run commands")
         h = parse_host_spec(host)
@@ -213,10 +220,8 @@ def register(app: typer.Typer) -> None:
                 facts = _facts_for(h)
                 x86 = facts is None or facts.arch in (None, "amd64", "i386", "x86_64")
                 u = engine.userland(h, x86=x86)
-                if fmt == "table":
-                    typer.echo(render_userland(u), nl=False)
-                else:
-                    _emit(dataclasses.asdict(u), fmt)
+                text = render_userland(u) if fmt == "table" else _dump(dataclasses.asdict(u), fmt)
+                write_report(text, output)
                 raise typer.Exit(0)
             if cleanup:
                 report = engine.cleanup_leftovers(h, progress)
@@ -250,8 +255,12 @@ def register(app: typer.Typer) -> None:
             except OSError as exc:
                 typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
         if fmt == "table":
-            typer.echo(render_table(result), nl=False)
-            if saved:
-                typer.echo(f"saved: {saved}")
+            write_report(render_table(result) + (f"saved: {saved}\n" if saved else ""), output)
+        elif fmt == "prometheus":
+            import time
+
+            from bsdcrypt.prometheus import render_bench
+
+            write_report(render_bench(result.to_record(), h.spec, timestamp=time.time()), output)
         else:
-            _emit(result.to_record(), fmt)
+            write_report(_dump(result.to_record(), fmt), output)
