@@ -11,6 +11,33 @@ One `SSHContext` is shared by every host of a run: the config is parsed once, ea
 known_hosts file is loaded once, and key files are loaded once.
 """
 
+import importlib
+import importlib.util
+import sys
+import types
+
+
+class _Deferred(types.ModuleType):
+    """Stands in sys.modules for a module until one of its attributes is used, then imports it."""
+
+    def __getattr__(self, attr: str) -> object:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+def _defer_invoke() -> None:
+    """paramiko.config imports invoke at start-up (it pulls in asyncio and unittest.mock: 0.1-0.2 s
+    here) and uses it only to run an ssh_config `Match exec` command: import it on that use, if ever.
+    (importlib's LazyLoader would not do: `import` itself reads `__spec__`, which loads it.)"""
+    if "invoke" in sys.modules or importlib.util.find_spec("invoke") is None:
+        return
+    sys.modules["invoke"] = _Deferred("invoke")
+
+
+_defer_invoke()
+
+# ruff: noqa: E402 - these imports come after _defer_invoke, which must precede paramiko's
 from bsdcrypt.ssh.config import (
     DEFAULT_GLOBAL_KNOWN_HOSTS,
     DEFAULT_IDENTITIES,

@@ -213,3 +213,31 @@ def test_replay_fleet_never_imports_paramiko() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert '"hosts"' in proc.stdout
+
+
+def test_match_exec_imports_invoke_only_when_used(tmp_path: Path) -> None:
+    """paramiko imports invoke for `Match exec` only: bsdcrypt.ssh defers it to that first use."""
+    plain = tmp_path / "plain"
+    plain.write_text("Host *\n    Port 2200\n")
+    match = tmp_path / "match"
+    match.write_text('Match exec "test %h = lab1"\n    User labuser\nHost *\n    Port 2200\n')
+    code = (
+        "import sys\n"
+        "from bsdcrypt.ssh import SSHContext\n"
+        "assert 'paramiko' in sys.modules\n"
+        "assert 'invoke.runners' not in sys.modules, 'invoke imported at start-up'\n"
+        f"t = SSHContext({str(plain)!r}).target('lab1')\n"
+        "assert 'invoke.runners' not in sys.modules, 'invoke imported without Match exec'\n"
+        "print(t.port)\n"
+        f"ctx = SSHContext({str(match)!r})\n"
+        "m, o = ctx.target('lab1'), ctx.target('other')\n"
+        "assert 'invoke.runners' in sys.modules\n"
+        "print(m.user, m.port)\n"
+        "print(o.user, o.port)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    assert proc.returncode == 0, proc.stderr
+    port, lab, other = proc.stdout.split("\n")[:3]
+    assert port == "2200"
+    assert lab == "labuser 2200"  # the Match exec command ran (through invoke) and matched
+    assert other.split()[0] != "labuser" and other.split()[1] == "2200"
