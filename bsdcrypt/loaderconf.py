@@ -254,6 +254,7 @@ def read_by_loader(files: Sequence[tuple[str, bytes]], major: int | None) -> lis
 MARK = b" # bsdcrypt enable: "
 _MARK_RE = re.compile(rb" # bsdcrypt enable: (added\+eol|added|was=[A-Za-z0-9%._-]*)\Z")
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_HEX = frozenset(b"0123456789ABCDEFabcdef")
 
 
 class EditError(ValueError):
@@ -299,12 +300,17 @@ def _encode(raw: bytes) -> bytes:
     return b"".join(bytes([c]) if c in _SAFE else b"%%%02X" % c for c in raw)
 
 
-def _decode(enc: bytes) -> bytes:
+def _decode(enc: bytes) -> bytes | None:
+    """What `_encode` encoded; None when `enc` is not something it could have produced (a damaged
+    marker: a `%` not followed by two hex digits)."""
     out = bytearray()
     i = 0
     while i < len(enc):
-        if enc[i] == 0x25 and i + 3 <= len(enc):  # "%XX"
-            out.append(int(enc[i + 1 : i + 3], 16))
+        if enc[i] == 0x25:  # "%XX"
+            hx = enc[i + 1 : i + 3]
+            if len(hx) != 2 or any(c not in _HEX for c in hx):
+                return None
+            out.append(int(hx, 16))
             i += 3
         else:
             out.append(enc[i])
@@ -418,24 +424,70 @@ def set_yes(files: Sequence[tuple[str, bytes]], name: str = "aesni_load", root: 
     return edits
 
 
+def _undo_line(line: Line, name: str) -> tuple[bytes, bytes] | None:
+    """(tag, the line as it was before enable) for a line carrying enable's marker; None if it has none.
+
+    For an appended line the second item is b"" (the line goes). Raises `_Damaged` when the marker
+    is enable's but cannot be undone exactly: a `was=` value that is not %-encoded, or that would
+    not read back as the same `name` assignment with that raw value (a newline, a quote in a bare
+    word, ...).
+    """
+    if line.kind != "assign" or line.name != name:
+        return None
+    body, cr = _split_cr(line.text)
+    m = _MARK_RE.search(body)
+    if m is None:
+        return None
+    tag = m.group(1)
+    if not tag.startswith(b"was="):
+        return tag, b""
+    old = _decode(tag[4:])
+    if old is None or b"\n" in old or line.value_end > m.start():
+        raise _Damaged(tag.decode("ascii"))
+    body = body[: m.start()]
+    new = body[: line.value_start] + old + body[line.value_end :] + cr
+    kind, match, _quoted = classify(new)
+    if kind != "assign" or match is None or _s(match.group("n")) != name or match.group("v") != old:
+        raise _Damaged(tag.decode("ascii"))
+    return tag, new
+
+
+class _Damaged(Exception):
+    """A bsdcrypt marker that cannot be undone exactly (the text of the marker's tag)."""
+
+
+def damaged_markers(files: Sequence[tuple[str, bytes]], name: str = "aesni_load") -> list[tuple[str, int, str]]:
+    """(path, line number, marker tag) of every enable marker that `restore` cannot undo exactly: the
+    value before enable is unknown there, so those lines are left alone."""
+    out: list[tuple[str, int, str]] = []
+    for path, data in loader_order(list(files)):
+        for line in parse(data):
+            try:
+                _undo_line(line, name)
+            except _Damaged as exc:
+                out.append((path, line.number, str(exc)))
+    return out
+
+
 def restore(files: Sequence[tuple[str, bytes]], name: str = "aesni_load") -> list[FileEdit]:
-    """Undo what `set_yes` recorded in its marker comments, byte for byte; [] if it left none."""
+    """Undo what `set_yes` recorded in its marker comments, byte for byte; [] if it left none.
+
+    A damaged marker (`damaged_markers`) is not undone: its line is left as it is.
+    """
     edits: list[FileEdit] = []
     for path, data in loader_order(list(files)):
         new = data
         # Work bottom-up so earlier offsets stay valid.
         for line in reversed(parse(data)):
-            if line.kind != "assign" or line.name != name:
+            try:
+                undo = _undo_line(line, name)
+            except _Damaged:
                 continue
-            body, cr = _split_cr(line.text)
-            m = _MARK_RE.search(body)
-            if m is None:
+            if undo is None:
                 continue
-            tag = m.group(1)
+            tag, text = undo
             if tag.startswith(b"was="):
-                body = body[: m.start()]
-                body = body[: line.value_start] + _decode(tag[4:]) + body[line.value_end :]
-                new = _replace_line(new, line, body + cr)
+                new = _replace_line(new, line, text)
                 continue
             # An appended line: drop it with its line ending.
             start, end = line.offset, line.offset + len(line.text) + (1 if line.terminated else 0)

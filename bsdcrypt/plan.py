@@ -169,6 +169,15 @@ def _persist_actions(files: Sequence[tuple[str, bytes]], driver: str, root: str)
                 "reading the file there. bsdcrypt leaves them as they are."
             )
         )
+    damaged = loaderconf.damaged_markers(files, name)
+    if damaged:
+        path, number, tag = damaged[0]
+        out.append(
+            Note(
+                f"{path}:{number} carries a damaged bsdcrypt marker (`{tag}`): `disable --persist` cannot "
+                "undo that line."
+            )
+        )
     edits = loaderconf.set_yes(files, name, root=root)
     if not edits:
         eff = loaderconf.effective(files, name)
@@ -381,6 +390,19 @@ def plan_disable(
     """What `bsdcrypt disable --persist` should do: undo exactly what enable recorded in its markers."""
     plan = Plan()
     name = f"{driver}_load"
+    damaged = loaderconf.damaged_markers(files, name)
+    if damaged:
+        path, number, tag = damaged[0]
+        more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+        plan.actions.append(
+            Refuse(
+                f"{path}:{number}{more}: bsdcrypt's marker `{tag}` is damaged, so the value {name} had "
+                "before enable is unknown",
+                f"edit that line by hand: set the {name} value you want and remove the "
+                "`# bsdcrypt enable: ...` comment; nothing was changed",
+            )
+        )
+        return plan
     edits = loaderconf.restore(files, name)
     if not edits:
         plan.actions.append(

@@ -104,3 +104,14 @@ def test_dry_run_under_root_changes_nothing(tmp_path: Path) -> None:
 def test_disable_needs_persist() -> None:
     result = runner.invoke(app, ["disable", "-H", "replay:freebsd-13.0-hyperv-builtin"])
     assert result.exit_code == 3 and "--persist" in result.output
+
+
+def test_disable_with_a_damaged_marker_refuses_without_a_traceback(tmp_path: Path) -> None:
+    data = b'aesni_load="YES" # bsdcrypt enable: was=%ZZ\n'
+    conf = _boot(tmp_path, data)
+    for extra in (["--dry-run"], ["--yes"]):
+        result = runner.invoke(app, ["disable", "--persist", "--root", str(tmp_path), *extra])
+        assert result.exit_code == 2, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert "marker `was=%ZZ` is damaged" in result.output
+    assert conf.read_bytes() == data

@@ -13,6 +13,8 @@ from bsdcrypt.loaderconf import (
     FileEdit,
     _verify_no_new_malformed,
     apply,
+    assignments,
+    damaged_markers,
     effective,
     is_yes,
     line_ending,
@@ -22,6 +24,7 @@ from bsdcrypt.loaderconf import (
     restore,
     set_yes,
 )
+from bsdcrypt.plan import plan_disable
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"
 CONF = "/boot/loader.conf"
@@ -266,3 +269,70 @@ def test_property_disable_restores(files: list[tuple[str, bytes]]) -> None:
     assert back == expected
     old = effective(files, "aesni_load")
     assert effective(back, "aesni_load") == old
+
+
+# ---- damaged markers: never a traceback, never a guessed value ---------------------------------
+
+# (the line as found, damaged?, what disable restores when it is not damaged)
+MARKERS: list[tuple[bytes, bool, bytes | None]] = [
+    (b'aesni_load="YES" # bsdcrypt enable: was=%ZZ', True, None),
+    (b'aesni_load="YES" # bsdcrypt enable: was=%', True, None),
+    (b'aesni_load="YES" # bsdcrypt enable: was=NO%4', True, None),
+    (b'aesni_load="YES" # bsdcrypt enable: was=%%41', True, None),
+    (b'aesni_load="YES" # bsdcrypt enable: was=%g0', True, None),
+    (b'aesni_load="YES" # bsdcrypt enable: was=NO%0Aevil_load%3D%22YES%22', True, None),  # would add a line
+    (b"aesni_load=YES # bsdcrypt enable: was=N%20O", True, None),  # a bare word cannot hold a space
+    (b"aesni_load=YES # bsdcrypt enable: was=%22", True, None),  # nor a quote
+    (b'aesni_load="YES" # bsdcrypt enable: was=%4e%4f', False, b'aesni_load="NO"'),  # lower-case hex is fine
+    (b'aesni_load="YES" # bsdcrypt enable: was=', False, b'aesni_load=""'),
+    (b'aesni_load="YES" # bsdcrypt enable: was=N%20O', False, b'aesni_load="N O"'),
+    # not enable's marker at all (does not match its grammar): an ordinary comment, left alone
+    (b'aesni_load="YES" # bsdcrypt enable: was=a"b', False, None),
+    (b'aesni_load="YES" # bsdcrypt enable: wat', False, None),
+    (b'aesni_load="YES" # bsdcrypt enable: was=NO trailing', False, None),
+]
+
+
+@pytest.mark.parametrize(("line", "damaged", "restored"), MARKERS)
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b""])
+def test_garbage_markers(line: bytes, damaged: bool, restored: bytes | None, eol: bytes) -> None:
+    data = b"a=1" + (eol or b"\n") + line + eol
+    files = [(CONF, data)]
+    assert [m[:2] for m in damaged_markers(files)] == ([(CONF, 2)] if damaged else [])
+    edits = restore(files)
+    plan = plan_disable(files)
+    if damaged:
+        assert edits == []  # the line is left alone
+        assert plan.refusal is not None and "damaged" in plan.refusal.reason and not plan.writes
+        assert "\n" not in plan.refusal.reason + plan.refusal.advice
+    elif restored is None:
+        assert edits == [] and plan.refusal is None and not plan.writes
+    else:
+        assert [e.after for e in edits] == [b"a=1" + (eol or b"\n") + restored + eol]
+        assert plan.refusal is None and len(plan.writes) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.sampled_from([b'"YES"', b"YES", b'"yes"']),
+    tag=st.binary(max_size=12).map(lambda b: b"was=" + b.replace(b"\n", b"")) | st.text("%0123456789ABCDEFZz._-", max_size=10).map(
+        lambda t: b"was=" + t.encode()
+    ),
+    eol=st.sampled_from([b"\n", b"\r\n", b""]),
+)
+def test_property_any_marker_is_undone_exactly_or_left_alone(value: bytes, tag: bytes, eol: bytes) -> None:
+    """Whatever follows `was=`, disable never raises, never writes a malformed line, and either
+    restores a line that reads back as an aesni_load assignment or leaves the file alone."""
+    data = b"x=1\n" + b"aesni_load=" + value + b" # bsdcrypt enable: " + tag + eol
+    files = [(CONF, data)]
+    damaged = damaged_markers(files)
+    edits = restore(files)
+    plan = plan_disable(files)
+    if damaged:
+        assert edits == [] and plan.refusal is not None and not plan.writes
+        return
+    for e in edits:
+        assert e.after.startswith(b"x=1\n") and e.after.count(b"\n") == data.count(b"\n")
+        assert [ln.number for ln in parse(e.after) if ln.kind == "malformed"] == []
+        assert [a.name for a in assignments(CONF, e.after)] == ["x", "aesni_load"]
+

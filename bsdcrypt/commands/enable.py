@@ -121,7 +121,7 @@ def _execute(
     from bsdcrypt.assess import assess
     from bsdcrypt.cli import fail
     from bsdcrypt.host import parse_host_spec
-    from bsdcrypt.loaderconf import files_from_evidence, read_by_loader
+    from bsdcrypt.loaderconf import EditError, files_from_evidence, read_by_loader
     from bsdcrypt.probe import gather
 
     if fmt not in FORMATS:
@@ -153,7 +153,10 @@ def _execute(
         for path, data in files:
             if len(data) > MAX_LOADER_FILE:
                 fail(f"{path} is {len(data) // 1024} KiB: not a loader configuration bsdcrypt will edit (limit 1 MiB)")
-        plan: Plan = plan_for(inp, files)
+        try:
+            plan: Plan = plan_for(inp, files)
+        except EditError as exc:  # the editor could not prove a change correct: one line, nothing written
+            fail(str(exc))
         if fmt == "json":
             target = f"{status.host}:{root}" if root else status.host
             typer.echo(json.dumps({"host": target, "plan": plan_to_dict(plan)}, indent=2))
