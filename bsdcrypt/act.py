@@ -113,6 +113,30 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
     return loaderconf.loader_order(out)
 
 
+def check_root(host: Host, root: str) -> None:
+    """`--root DIR` must be a directory holding boot/ (the root of a FreeBSD system); ActError otherwise.
+
+    Checked up front, for --dry-run too, so a typo in DIR is one clear line and not a plan that would
+    create DIR/boot/loader.conf in a directory that does not exist.
+    """
+    base = root.rstrip("/") or "/"
+    script = (
+        f"R={sh_quote(base)}; if [ ! -e \"$R\" ]; then echo missing; elif [ ! -d \"$R\" ]; then echo notdir; "
+        'elif [ ! -d "$R/boot" ] && [ ! -L "$R/boot" ]; then echo noboot; else echo ok; fi'
+    )
+    answer = host.run(script, timeout=30).stdout.decode("utf-8", "replace").strip()
+    if answer == "missing":
+        raise ActError(f"--root {root}: no such directory")
+    if answer == "notdir":
+        raise ActError(f"--root {root}: not a directory")
+    if answer == "noboot":
+        raise ActError(
+            f"--root {root}: no boot/ directory there, so it is not the root of a FreeBSD system (not mounted?)"
+        )
+    if answer != "ok":
+        raise ActError(f"--root {root}: cannot check the directory on {host.name}")
+
+
 # ELF e_machine (offset 18, little-endian) of DIR/boot/kernel/kernel -> hw.machine_arch
 _ELF_MACHINES = {"03 00": "i386", "3e 00": "amd64", "b7 00": "aarch64", "28 00": "armv7", "f3 00": "riscv64"}
 

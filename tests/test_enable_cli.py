@@ -115,3 +115,50 @@ def test_disable_with_a_damaged_marker_refuses_without_a_traceback(tmp_path: Pat
         assert result.exception is None or isinstance(result.exception, SystemExit)
         assert "marker `was=%ZZ` is damaged" in result.output
     assert conf.read_bytes() == data
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+@pytest.mark.parametrize("command", ["enable", "disable"])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "nonexist", "no such directory"),
+        (lambda d: (d / "file").write_bytes(b"") or d / "file", "not a directory"),
+        (lambda d: d, "no boot/ directory there"),
+    ],
+    ids=["missing", "file", "no-boot"],
+)
+def test_a_bad_root_is_one_line_up_front(
+    tmp_path: Path, make: object, message: str, command: str, dry_run: bool
+) -> None:
+    root = make(tmp_path)  # type: ignore[operator]
+    args = [command, "--persist", "--root", str(root), "--dry-run" if dry_run else "--yes"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3, result.output
+    assert result.output == f"bsdcrypt: --root {root}: {message}" + result.output.split(message, 1)[1]
+    assert result.output.count("\n") == 1 and "plan" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["file"] if (tmp_path / "file").exists() else [])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["enable", "--persist", "--bench", "--root", "{root}"], "--bench measures the running kernel"),
+        (["enable", "--persist", "--force"], "--force only applies with --root"),
+        (
+            ["enable", "--persist", "--dry-run", "--root", "{root}", "-H", "replay:freebsd-13.0-hyperv-builtin"],
+            "replay:freebsd-13.0-hyperv-builtin is a recording",
+        ),
+        (
+            ["disable", "--persist", "--dry-run", "--root", "{root}", "-H", "replay:freebsd-13.0-hyperv-builtin"],
+            "replay:freebsd-13.0-hyperv-builtin is a recording",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    conf = _boot(tmp_path, b"a=1\n")
+    result = runner.invoke(app, [a.replace("{root}", str(tmp_path)) for a in args])
+    assert result.exit_code == 3, result.output
+    assert result.output.startswith("bsdcrypt: ") and message in result.output
+    assert result.output.count("\n") == 1
+    assert conf.read_bytes() == b"a=1\n"

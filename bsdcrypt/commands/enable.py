@@ -128,6 +128,19 @@ def _execute(
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     host = parse_host_spec(host_spec)
     try:
+        if root:
+            from bsdcrypt.act import ActError, check_root
+            from bsdcrypt.recording import ReplayHost
+
+            if isinstance(host, ReplayHost):
+                fail(
+                    f"--root needs a host with a file system, and {host.spec} is a recording: use --root "
+                    "on the local machine (or with --host over SSH)"
+                )
+            try:
+                check_root(host, root)
+            except ActError as exc:
+                fail(str(exc))
         evidence = gather(host)
         status = assess(evidence, host.name, host.spec)
         # With --root the files come from DIR; otherwise the probe already read them (the write
@@ -220,7 +233,19 @@ def enable(
     Explains every no-op (compiled in, no AES-NI, VM hiding it, appliance). Exit status: 0 done or
     nothing to do, 2 refused, 3 error.
     """
+    from bsdcrypt.cli import fail
     from bsdcrypt.plan import plan_enable
+
+    if root and bench:
+        fail(
+            "--bench measures the running kernel, not the system at --root DIR: "
+            "use --bench without --root"
+        )
+    if force and not root:
+        fail(
+            "--force only applies with --root DIR (a 13.0+ system booting a custom kernel); on a running "
+            "host the kernel itself shows whether the driver is compiled in"
+        )
 
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_enable(inp, files, persist=persist, root=root, force=force)
