@@ -72,15 +72,31 @@ def table(s: Status) -> str:
     return out + "\n"
 
 
+def _perf(value: float | None) -> str:
+    """A perfdata value: the number, or `U` when bsdcrypt could not determine it (monitoring-plugins
+    guidelines), never a 0 that would read as a measured 'no'."""
+    return "U" if value is None else str(int(value))
+
+
 def nagios(s: Status) -> str:
-    """One line per the monitoring-plugins guidelines: SERVICE STATUS: text | perfdata."""
+    """One line per the monitoring-plugins guidelines: SERVICE STATUS: text | perfdata.
+
+    The perfdata values are the ones `--format prometheus` reports (bsdcrypt_aesni_active,
+    bsdcrypt_persisted, bsdcrypt_geli_software_providers); where Prometheus leaves a series out
+    because the value is undetermined (no kldstat, an appliance's own setting, a Linux host, an
+    unreachable host), the perfdata value is `U`.
+    """
+    from bsdcrypt.prometheus import FREEBSD_FAMILY
+
     label = {"ok": "OK", "warning": "WARNING", "critical": "CRITICAL", "unknown": "UNKNOWN"}[s.verdict]
     top = max(s.findings, key=lambda f: SEVERITY_RANK[f.severity], default=None)
     text = top.message if top else f"{s.driver.name} {s.driver.state}, kernel AES accelerated"
     text = " ".join(text.replace("|", "/").split()) or (top.id if top else label)  # one line, no |
-    active = 1 if s.driver.attached and s.driver.accelerates_aes else 0
-    soft = sum(1 for g in s.geli if g.accelerated is False)
-    perf = f"aes_active={active};;;0;1 persisted={1 if s.persist.configured else 0};;;0;1 geli_software={soft};;;0"
+    d, p = s.driver, s.persist
+    active = None if d.attached is None else int(d.attached is True and d.accelerates_aes is True)
+    persisted = None if p.configured is None else int(p.configured)
+    soft = sum(1 for g in s.geli if g.accelerated is False) if s.os.name in FREEBSD_FAMILY else None
+    perf = f"aes_active={_perf(active)};;;0;1 persisted={_perf(persisted)};;;0;1 geli_software={_perf(soft)};;;0"
     return f"BSDCRYPT {label}: {text} | {perf}\n"
 
 

@@ -59,9 +59,54 @@ def test_every_recording_gives_a_guideline_line(path: Path) -> None:
     s = status_of(ReplayHost.from_file(path))
     perf = check_plugin_output(nagios(s), s.exit_code)
     assert set(perf) == {"aes_active", "persisted", "geli_software"}
-    assert perf["geli_software"] == str(sum(g.accelerated is False for g in s.geli))
+    if s.os.name in ("FreeBSD", "MidnightBSD"):
+        assert perf["geli_software"] == str(sum(g.accelerated is False for g in s.geli))
+    else:
+        assert perf["geli_software"] == "U"
     if s.driver.attached is not None:
         assert perf["aes_active"] == ("1" if s.driver.attached and s.driver.accelerates_aes else "0")
+    else:
+        assert perf["aes_active"] == "U"
+    assert perf["persisted"] == {True: "1", False: "0", None: "U"}[s.persist.configured]
+    assert perf == _prometheus_values(s), "nagios and prometheus disagree"
+
+
+PROM_OF = {"aes_active": "bsdcrypt_aesni_active", "persisted": "bsdcrypt_persisted",
+           "geli_software": "bsdcrypt_geli_software_providers"}
+
+
+def _prometheus_values(s: Status) -> dict[str, str]:
+    """What `--format prometheus` says for the three perfdata values: the number, or U if left out."""
+    from bsdcrypt.prometheus import render
+
+    values = {}
+    for label, metric in PROM_OF.items():
+        lines = [line for line in render([s]).splitlines() if line.startswith(metric + "{")]
+        assert len(lines) <= 1
+        values[label] = lines[0].rsplit(" ", 1)[1] if lines else "U"
+    return values
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        # nothing could be read: every value is undetermined, none is a measured 0
+        ("127.0.0.1:1", {"aes_active": "U", "persisted": "U", "geli_software": "U"}),
+        # a Linux host: no FreeBSD driver, no loader.conf, no GELI
+        ("replay:linux-debian12-local", {"aes_active": "U", "persisted": "U", "geli_software": "U"}),
+        # pfSense loads aesni from its own setting, which the probe cannot read
+        ("replay:pfsense-2.4.5-i5-4590s-loaded", {"aes_active": "1", "persisted": "U", "geli_software": "0"}),
+        ("replay:freebsd-13.0-hyperv-builtin", {"aes_active": "1", "persisted": "1", "geli_software": "0"}),
+    ],
+)
+def test_undetermined_values_are_U_not_0(host: str, expected: dict[str, str]) -> None:
+    r = subprocess.run([*CLI, "status", "--host", host, "--format", "nagios", "--timeout", "10"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.stderr == ""
+    assert check_plugin_output(r.stdout, r.returncode) == expected
+    # min and max stay with U: 'label'=value[UOM];[warn];[crit];[min];[max]
+    want = " ".join(f"{k}={v};;;0" + ("" if k == "geli_software" else ";1") for k, v in expected.items())
+    assert r.stdout.rstrip("\n").split(" | ")[1] == want
 
 
 @pytest.mark.parametrize("path", HOSTS[:6], ids=[p.stem for p in HOSTS[:6]])
@@ -89,4 +134,9 @@ def test_any_status_gives_a_guideline_line(
     s.driver.attached, s.driver.accelerates_aes, s.persist.configured = attached, attached, configured
     s.geli = [GeliInfo(f"da{i}.eli", "AES-XTS", 256, "x", g, False) for i, g in enumerate(geli)]
     s.findings = [Finding(f"f{i}", sev, msg, "r") for i, (msg, sev) in enumerate(messages)]  # type: ignore[arg-type]
-    check_plugin_output(nagios(s), s.exit_code)
+    s.os.name = "FreeBSD"
+    perf = check_plugin_output(nagios(s), s.exit_code)
+    assert perf["aes_active"] == {True: "1", False: "0", None: "U"}[attached]
+    assert perf["persisted"] == {True: "1", False: "0", None: "U"}[configured]
+    assert perf["geli_software"] == str(geli.count(False))
+    assert perf == _prometheus_values(s)
