@@ -210,6 +210,30 @@ def _is_click(exc: BaseException, name: str) -> bool:
     return any(c.__name__ == name for c in type(exc).__mro__)
 
 
+# Options of status whose value is the next argument (so a host or file named "nagios" is not a format).
+_VALUE_OPTIONS = frozenset({"-H", "--host", "-o", "--output", "--timeout", "--token"})
+
+
+def requested_format(argv: list[str]) -> str | None:
+    """The value of the last -f/--format in argv, in all of click's spellings (`-f X`, `-fX`,
+    `--format X`, `--format=X`), read without click: usage errors are reported before click has
+    parsed anything. None if there is none."""
+    fmt: str | None = None
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "--":
+            break
+        if arg in ("-f", "--format"):
+            fmt = next(args, None)
+        elif arg.startswith("--format="):
+            fmt = arg.partition("=")[2]
+        elif arg.startswith("-f") and not arg.startswith("--"):
+            fmt = arg[2:]
+        elif arg in _VALUE_OPTIONS:
+            next(args, None)
+    return fmt
+
+
 def main() -> None:
     _no_color()
     _register_commands(sys.argv)
@@ -233,8 +257,8 @@ def main() -> None:
             where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
             message = f"{exc.format_message()}{where}"  # type: ignore[attr-defined]
             typer.echo(f"bsdcrypt: {message}", err=True)
-            if "nagios" in sys.argv:  # a monitoring plugin's line goes to stdout, usage errors included
-                typer.echo(f"BSDCRYPT UNKNOWN: {message}")
+            if requested_format(sys.argv) == "nagios":  # a plugin's line goes to stdout, usage errors included
+                typer.echo(f"BSDCRYPT UNKNOWN: {' '.join(message.replace('|', '/').split())}")
             code = 3
         elif _is_click(exc, "Abort"):
             typer.echo("bsdcrypt: interrupted", err=True)

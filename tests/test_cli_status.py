@@ -186,3 +186,30 @@ def test_timeouts_must_be_finite_and_positive(timeout: str) -> None:
     r = run("status", "--timeout", timeout, "--host", "replay:freebsd-13.0-hyperv-builtin", "-f", "nagios")
     assert r.returncode == 3 and "Traceback" not in r.stderr and "--timeout" in r.stderr
     assert r.stdout.startswith("BSDCRYPT UNKNOWN: ")  # a plugin's line, usage errors included
+
+
+@pytest.mark.parametrize(
+    "fmt", [["-f", "nagios"], ["-fnagios"], ["--format", "nagios"], ["--format=nagios"], ["-f", "json", "-fnagios"]]
+)
+def test_usage_errors_give_the_nagios_line_in_every_spelling_of_the_format(fmt: list[str]) -> None:
+    r = run("status", *fmt, "--timeout", "abc")
+    assert r.returncode == 3
+    assert r.stdout.startswith("BSDCRYPT UNKNOWN: ") and "--timeout" in r.stdout and r.stdout.count("\n") == 1
+    assert r.stderr.startswith("bsdcrypt: ") and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args", [["-H", "nagios"], ["--host=nagios"], ["-o", "nagios"], ["-f", "nagios", "--format", "json"]]
+)
+def test_nagios_as_another_value_is_not_the_nagios_format(args: list[str]) -> None:
+    r = run("status", *args, "--timeout", "abc")
+    assert r.returncode == 3 and r.stdout == "" and r.stderr.startswith("bsdcrypt: ")
+
+
+def test_requested_format_reads_argv_like_click() -> None:
+    from bsdcrypt.cli import requested_format
+
+    assert requested_format(["bsdcrypt", "-v", "status", "-fnagios"]) == "nagios"
+    assert requested_format(["bsdcrypt", "status", "--format"]) is None
+    assert requested_format(["bsdcrypt", "status", "--", "-f", "nagios"]) is None
+    assert requested_format(["bsdcrypt", "status", "--timeout", "-f", "-f", "yaml"]) == "yaml"
