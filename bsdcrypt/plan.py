@@ -224,13 +224,14 @@ def plan_enable(
         drv = loader_driver(p)
         rel = parse_release(p.root_release) if p.root_release else None
         if rel is not None and (rel.major >= 13 or rel.hbsd) and not force:
+            # Like a running kernel with the driver compiled in: nothing to do, and say why (exit 0).
             kernel = "HARDENEDBSD has" if rel.hbsd else "GENERIC has"
             since = "10" if rel.hbsd else "13.0"
             act.append(
-                Refuse(
-                    f"the system at {root} is {rel.raw}: {kernel} {drv} compiled in since {since}, "
-                    f"so no {drv}_load line is needed",
-                    f"if it boots a custom kernel without `device {drv}`, rerun with --force",
+                Note(
+                    f"the system at {root} is {rel.raw}: its {kernel} {drv} compiled in since {since}, so no "
+                    f"{drv}_load line is needed and nothing changes. If it boots a custom kernel without "
+                    f"`device {drv}`, --force writes the line anyway."
                 )
             )
             return plan

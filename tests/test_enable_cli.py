@@ -162,3 +162,20 @@ def test_usage_errors_are_one_line(tmp_path: Path, args: list[str], message: str
     assert result.output.startswith("bsdcrypt: ") and message in result.output
     assert result.output.count("\n") == 1
     assert conf.read_bytes() == b"a=1\n"
+
+
+@pytest.mark.parametrize(("answer", "code"), [("n\n", 1), ("\n", 1), ("y\n", 0)])
+def test_the_confirmation_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str, code: int) -> None:
+    """Declined: nothing changed, exit 1 (not done, by the user's choice; docs/enable.md)."""
+    from types import SimpleNamespace
+
+    conf = _boot(tmp_path, b"a=1\n")
+    monkeypatch.setattr("bsdcrypt.commands.enable.sys", SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True)))
+    result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path)], input=answer)
+    assert result.exit_code == code, result.output
+    assert "Apply these changes?" in result.output
+    if code:
+        assert "nothing changed." in result.output and conf.read_bytes() == b"a=1\n"
+        assert sorted(p.name for p in conf.parent.iterdir()) == ["loader.conf"]
+    else:
+        assert conf.read_bytes() == b'a=1\naesni_load="YES" # bsdcrypt enable: added\n'

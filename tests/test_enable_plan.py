@@ -150,7 +150,11 @@ def test_root_only_edits_files() -> None:
         "write:/j/boot/loader.conf",
     ]
     new = replace(BASE, root_release="14.1-RELEASE")
-    assert isinstance(plan_enable(new, [("/j/boot/loader.conf", b"")], persist=True, root="/j").refusal, Refuse)
+    builtin = plan_enable(new, [("/j/boot/loader.conf", b"")], persist=True, root="/j")
+    assert builtin.kinds() == ["note", "note"] and not builtin.changes_something  # a no-op, not a refusal
+    assert "GENERIC has aesni compiled in since 13.0" in builtin.notes[1] and "--force" in builtin.notes[1]
+    forced = plan_enable(new, [("/j/boot/loader.conf", b"")], persist=True, root="/j", force=True)
+    assert forced.kinds() == ["note", "write:/j/boot/loader.conf"]
     assert isinstance(plan_enable(BASE, [], root="/j").refusal, Refuse)
 
 

@@ -16,6 +16,7 @@ from bsdcrypt.cli import HostOpt
 from bsdcrypt.plan import Note, Plan, PlanInput, Refuse, RunCommand, WriteFile, loader_driver
 
 FORMATS = ("text", "json")
+EXIT_DECLINED = 1
 EXIT_REFUSED = 2
 MAX_LOADER_FILE = 1 << 20  # real loader.conf files are a few KiB; the editor and diff are not built for more
 
@@ -87,8 +88,9 @@ def _confirm(yes: bool) -> None:
             EXIT_REFUSED,
         )
     if not typer.confirm("Apply these changes?", default=False):
+        # Not done, by the user's choice: 1, distinct from done (0), refused (2) and error (3).
         typer.echo("nothing changed.")
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_DECLINED)
 
 
 def _measure(host: Any, status: Any, when: str) -> Any:
@@ -231,7 +233,7 @@ def enable(
     """Load the kernel AES driver now (kldload) and, with --persist, at every boot.
 
     Explains every no-op (compiled in, no AES-NI, VM hiding it, appliance). Exit status: 0 done or
-    nothing to do, 2 refused, 3 error.
+    nothing to do, 1 confirmation declined (nothing changed), 2 refused, 3 error.
     """
     from bsdcrypt.cli import fail
     from bsdcrypt.plan import plan_enable
