@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from bsdcrypt.assess import assess
 from bsdcrypt.errors import HostError
 from bsdcrypt.host import LocalHost, parse_host_spec
 from bsdcrypt.probe import Evidence, Step, gather
@@ -76,9 +79,108 @@ def test_redaction_replaces_hostname_macs_and_serials() -> None:
 
 
 def test_redaction_replaces_whole_names_only() -> None:
-    ev = Evidence({"a": Step(0, b"flags: vme vmx\nkern.vm_guest: kvm\nLinux vm 6.1 x86_64\nuser@vm:~$\n")})
-    text = redact(ev, "vm").steps["a"].out
-    assert text == b"flags: vme vmx\nkern.vm_guest: kvm\nLinux host.example 6.1 x86_64\nuser@host.example:~$\n"
+    ev = Evidence(
+        {
+            "uname_a": Step(0, b"Linux vm 6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 x86_64 GNU/Linux\n"),
+            "sysctl": Step(1, b"kern.hostname: vm\nkern.vm_guest: kvm\nsysctl: cannot stat /proc/sys/kern/vm_guest\n"),
+            "linux_cpu_flags": Step(0, b"flags\t\t: fpu vme de vmx\n"),
+        }
+    )
+    out = redact(ev, "vm").steps
+    assert out["uname_a"].out.startswith(b"Linux host.example 6.1.0-18-amd64 ")
+    assert out["sysctl"].out == (
+        b"kern.hostname: host.example\nkern.vm_guest: kvm\nsysctl: cannot stat /proc/sys/kern/vm_guest\n"
+    )
+    assert out["linux_cpu_flags"] == ev.steps["linux_cpu_flags"]
+
+
+HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+RECORDINGS = sorted(HOSTS.glob("*.yaml"))
+# Host names that are also words of the probe's outputs: hypervisors, OS ids, kernel idents, arches, values.
+COMMON_NAMES = [
+    "kvm", "freebsd", "amd64", "GENERIC", "bhyve", "xen", "hv", "none", "generic", "i386", "aarch64", "arm64",
+    "HARDENEDBSD", "SMP", "pfSense", "opnsense", "truenas", "debian", "linux", "kernel", "aesni", "YES", "NO",
+    "zfs", "root", "nexus", "crypto", "software", "hardware", "ada0", "vtbd1", "host", "example", "FreeBSD",
+]
+
+
+def _named(ev: Evidence, name: str) -> Evidence:
+    """The recording as it would read on a host called `name` (the shipped ones say host.example)."""
+    steps = dict(ev.steps)
+    if "sysctl" in steps:
+        st = steps["sysctl"]
+        steps["sysctl"] = Step(st.rc, st.out.replace(b"kern.hostname: host.example", b"kern.hostname: " + name.encode()))
+    if "uname_a" in steps and steps["uname_a"].ok:
+        st = steps["uname_a"]
+        head, _, rest = st.out.partition(b" ")
+        if rest.startswith(b"host.example "):
+            steps["uname_a"] = Step(st.rc, head + b" " + name.encode() + rest[len(b"host.example"):])
+    return Evidence(steps)
+
+
+def _assessed(ev: Evidence, host: str) -> dict[str, object]:
+    data = assess(ev, host, "replay:test").to_dict()
+    data.pop("host")
+    return data
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)
+def test_redaction_keeps_the_assessment_whatever_the_host_is_called(path: Path) -> None:
+    original = load(path)[1]
+    for name in COMMON_NAMES:
+        ev = _named(original, name)
+        red = redact(ev, name)
+        assert _assessed(red, "host.example") == _assessed(ev, name), name
+        hostname = red.steps.get("sysctl")
+        if hostname is not None and b"kern.hostname:" in hostname.out:
+            assert b"kern.hostname: host.example\n" in hostname.out
+        uname = red.steps.get("uname_a")
+        if uname is not None and uname.ok:
+            assert uname.out.split()[1] == b"host.example"
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9-]{0,14}\Z"), index=st.integers(0, len(RECORDINGS) - 1))
+def test_redaction_keeps_the_assessment_for_any_name(name: str, index: int) -> None:
+    ev = _named(load(RECORDINGS[index])[1], name)
+    assert _assessed(redact(ev, name), "host.example") == _assessed(ev, name)
+
+
+def test_redaction_of_a_host_called_kvm_or_freebsd_keeps_the_words() -> None:
+    ev = _named(load(HOSTS / "freebsd-15.0-kvm-aliyun-builtin.yaml")[1], "freebsd")
+    ev = _named(redact(ev, "freebsd"), "kvm")
+    red = redact(ev, "kvm")
+    assert b"kern.vm_guest: kvm\n" in red.steps["sysctl"].out
+    osr = red.steps["file:/var/run/os-release"].out
+    assert b"ID=freebsd\n" in osr and b'CPE_NAME="cpe:/o:freebsd:freebsd:15.0"' in osr
+    assert assess(red, "host.example", "t").cpu.hypervisor == "kvm"
+
+
+def test_redaction_replaces_the_kernel_build_host_but_not_the_official_builders() -> None:
+    ev = load(HOSTS / "freebsd-11.0-current-custom-kernel-x-no-aesni.yaml")[1]
+    assert b"root@s4l-zfs:/usr/obj" in ev.steps["file:/var/run/dmesg.boot"].out
+    red = redact(ev, "somewhere-else")
+    dmesg = red.steps["file:/var/run/dmesg.boot"].out
+    assert b"s4l-zfs" not in dmesg and b"root@host.example:/usr/obj" in dmesg
+    official = load(HOSTS / "freebsd-13.0-hyperv-builtin.yaml")[1]
+    assert redact(official, "x").steps["file:/var/run/dmesg.boot"] == official.steps["file:/var/run/dmesg.boot"]
+    uname = Step(0, b"FreeBSD fw1 12.2-RELEASE FreeBSD 12.2-RELEASE #0: Thu Jan 1 00:00:00 UTC 2021     "
+                 b"toor@build7.corp.example:/usr/obj/usr/src/amd64.amd64/sys/FW  amd64\n")
+    out = redact(Evidence({"uname_a": uname}), "fw1").steps["uname_a"].out
+    assert out == (b"FreeBSD host.example 12.2-RELEASE FreeBSD 12.2-RELEASE #0: Thu Jan 1 00:00:00 UTC 2021     "
+                   b"toor@host.example:/usr/obj/usr/src/amd64.amd64/sys/FW  amd64\n")
+
+
+def test_redaction_of_setting_hostname_and_loader_conf_comments() -> None:
+    ev = Evidence(
+        {
+            "file:/var/run/dmesg.boot": Step(0, b"Setting hostname: fw1.corp.example.\nkvm0: kvm\n"),
+            "file:/boot/loader.conf": Step(0, b'aesni_load="YES"  # fw1 needs it\nfw1_x="fw1"\n'),
+        }
+    )
+    out = redact(ev, "fw1.corp.example").steps
+    assert out["file:/var/run/dmesg.boot"].out == b"Setting hostname: host.example.\nkvm0: kvm\n"
+    assert out["file:/boot/loader.conf"].out == b'aesni_load="YES"  # host.example needs it\nfw1_x="fw1"\n'
 
 
 def test_host_spec_replay_and_local() -> None:
