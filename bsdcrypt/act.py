@@ -141,17 +141,82 @@ def check_root(host: Host, root: str) -> None:
 _ELF_MACHINES = {"03 00": "i386", "3e 00": "amd64", "b7 00": "aarch64", "28 00": "armv7", "f3 00": "riscv64"}
 
 
-def read_root_system(host: Host, root: str) -> tuple[str | None, str | None]:
-    """(userland release, kernel arch) of the system at `root`: its freebsd-version(1) script's
-    USERLAND_VERSION, and the ELF machine of its /boot/kernel/kernel. One round trip."""
+# The files that tell a product (appliance) built on FreeBSD, as the probe reads them on a running host
+# (bsdcrypt.probe.FILES, the opnsense-version step): here read under DIR.
+_PRODUCT_FILES = ("/etc/platform", "/etc/version", "/etc/pfsense-release")
+# opnsense-version(8) reads product_name/product_version/... from this JSON file (core since 21.x,
+# opnsense before); the line it prints is what parse_product understands.
+_OPNSENSE_VERSION_FILES = ("/usr/local/opnsense/version/core", "/usr/local/opnsense/version/opnsense")
+
+
+@dataclass(frozen=True)
+class RootSystem:
+    """What bsdcrypt reads about the system at --root DIR (not the running one)."""
+
+    release: str | None  # USERLAND_VERSION of DIR/bin/freebsd-version
+    arch: str | None  # from the ELF header of DIR/boot/kernel/kernel
+    variant: str | None = None  # pfsense, opnsense, truenas, freenas, ghostbsd, ...; None: plain FreeBSD
+
+
+def _opnsense_version_line(text: str) -> str | None:
+    """What `opnsense-version` prints, "NAME VERSION (ARCH/FLAVOUR)", from its JSON version file."""
+    import json
+    import re
+
+    fields: dict[str, str] = {}
+    try:
+        doc = json.loads(text)
+        if isinstance(doc, dict):
+            fields = {str(k): str(v) for k, v in doc.items()}
+    except ValueError:  # what the script itself does: "key": "value" pairs, one a line
+        fields = dict(re.findall(r'"([a-z_]+)"\s*:\s*"([^"]*)"', text))
+    name, version = fields.get("product_name"), fields.get("product_version")
+    if not name or not version:
+        return None
+    return f"{name} {version} ({fields.get('product_arch') or 'unknown'}/{fields.get('product_flavour') or 'unknown'})"
+
+
+def read_root_system(host: Host, root: str) -> RootSystem:
+    """The system at `root`: its freebsd-version(1) script's USERLAND_VERSION, the ELF machine of its
+    /boot/kernel/kernel, and the product its own version files name (pfSense, OPNsense, TrueNAS...).
+    One round trip; files are read through links the way `read_loader_files` does (inside DIR)."""
+    from bsdcrypt.parsers.osrelease import parse_product
+
     base = root.rstrip("/")
-    script = (
-        f"sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' {sh_quote(base + '/bin/freebsd-version')} | head -n 1; "
-        f"echo ---; od -An -tx1 -j18 -N2 {sh_quote(base + '/boot/kernel/kernel')} 2>/dev/null"
+    token = new_token()
+    lines = [
+        f"T={token}; ROOT={sh_quote(base)}",
+        _RESOLVE,
+        FRAME_FUNCTION,
+        "s release "
+        + sh_quote(
+            "sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' "
+            f"{sh_quote(base + '/bin/freebsd-version')} 2>/dev/null | head -n 1"
+        ),
+        "s machine " + sh_quote(f"od -An -tx1 -j18 -N2 {sh_quote(base + '/boot/kernel/kernel')}"),
+    ]
+    for path in _PRODUCT_FILES + _OPNSENSE_VERSION_FILES:
+        full = sh_quote(base + path)
+        lines.append(
+            f"{{ [ -e {full} ] || [ -L {full} ]; }} && s {sh_quote(path)} "
+            + sh_quote(f't=$(resolve {full}) && [ -f "$t" ] && cat -- "$t"')
+        )
+    lines += ['printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"', "exit 0"]
+    ev = parse_output(host.run("\n".join(lines), timeout=30).stdout, token)
+
+    def text(name: str) -> str | None:
+        st = ev.steps.get(name)
+        return st.out.decode("utf-8", "replace") if st is not None and st.ok else None
+
+    release = (text("release") or "").strip() or None
+    arch = _ELF_MACHINES.get(" ".join((text("machine") or "").split()))
+    opnsense = next(
+        (line for f in _OPNSENSE_VERSION_FILES if (t := text(f)) and (line := _opnsense_version_line(t))), None
     )
-    out = host.run(script, timeout=30).stdout.decode("utf-8", "replace")
-    release, _, machine = out.partition("---")
-    return release.strip() or None, _ELF_MACHINES.get(" ".join(machine.split()))
+    product = parse_product(
+        text("/etc/platform"), text("/etc/version"), opnsense, None, text("/etc/pfsense-release")
+    )
+    return RootSystem(release, arch, product.variant if product else None)
 
 
 # ---- the safe write --------------------------------------------------------------------------------

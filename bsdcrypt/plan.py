@@ -51,6 +51,7 @@ class PlanInput:
     geli_software: tuple[str, ...] = ()  # AES GELI providers on software crypto
     kernel_ident: str | None = None  # GENERIC, HARDENEDBSD, TRUENAS, a custom config name
     root_release: str | None = None  # with --root: the userland release of the system at DIR
+    root_variant: str | None = None  # with --root: the product at DIR (pfsense, opnsense, ...), from its files
 
     @classmethod
     def from_status(cls, s: Status) -> PlanInput:
@@ -222,6 +223,15 @@ def plan_enable(
             act.append(Refuse("with --root there is nothing to do without --persist", "add --persist"))
             return plan
         drv = loader_driver(p)
+        if p.root_variant in APPLIANCES:  # told by DIR's own version files, as the probe tells a running host
+            act.append(
+                Refuse(
+                    f"the system at {root} is {_name(p.root_variant)}, which generates /boot/loader.conf "
+                    "itself; bsdcrypt does not edit it",
+                    _appliance_advice(p.root_variant),
+                )
+            )
+            return plan
         rel = parse_release(p.root_release) if p.root_release else None
         if rel is not None and (rel.major >= 13 or rel.hbsd) and not force:
             # Like a running kernel with the driver compiled in: nothing to do, and say why (exit 0).

@@ -353,3 +353,63 @@ def test_root_takes_the_driver_from_the_image_kernel(root: Path) -> None:
     r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
     assert r.exit_code == 0, r.output
     assert (root / "boot" / "loader.conf").read_bytes() == b'armv8crypto_load="YES" # bsdcrypt enable: added\n'
+
+
+OPNSENSE_CORE = """{
+    "product_abi": "22.1",
+    "product_arch": "amd64",
+    "product_flavour": "OpenSSL",
+    "product_id": "opnsense",
+    "product_name": "OPNsense",
+    "product_version": "22.1.10"
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "variant", "advice"),
+    [
+        ({"etc/platform": "pfSense\n", "etc/version": "2.4.5-RELEASE\n"}, "pfsense", "Cryptographic & Thermal"),
+        ({"usr/local/opnsense/version/core": OPNSENSE_CORE}, "opnsense", "Cryptography settings"),
+        ({"usr/local/opnsense/version/opnsense": OPNSENSE_CORE}, "opnsense", "Cryptography settings"),  # < 21.x
+        ({"etc/platform": "OPNsense\n"}, "opnsense", "Cryptography settings"),  # old OPNsense
+        ({"etc/version": "TrueNAS-13.0-U6.1 (4fd6fc7c8f)\n"}, "truenas", "System > Tunables"),
+        ({"etc/version": "FreeNAS-11.3-U5\n"}, "freenas", "System > Tunables"),
+        ({}, None, ""),
+    ],
+    ids=["pfsense", "opnsense-core", "opnsense-old", "opnsense-platform", "truenas", "freenas", "freebsd"],
+)
+def test_root_appliance_is_told_by_its_own_files(root: Path, files: dict[str, str], variant: str | None, advice: str) -> None:
+    """An appliance image under --root is refused with its own setting, like a running appliance."""
+    from typer.testing import CliRunner
+
+    from bsdcrypt.act import read_root_system
+    from bsdcrypt.cli import _register_commands, app
+
+    (root / "bin").mkdir()
+    (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.2-RELEASE-p14"\n')
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
+    system = read_root_system(LocalHost(), str(root))
+    assert (system.release, system.variant) == ("12.2-RELEASE-p14", variant)
+    _register_commands()
+    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--force", "--root", str(root)])
+    if variant is None:
+        assert r.exit_code == 0, r.output
+        return
+    assert r.exit_code == 2, r.output
+    assert "generates /boot/loader.conf itself" in r.output and advice in r.output
+    assert (root / "boot" / "loader.conf").read_bytes() == b'zfs_load="YES"\n' and not backups(root / "boot")
+
+
+def test_read_root_system_without_version_files(root: Path) -> None:
+    assert read_root_system_of(root) == (None, None, None)  # no freebsd-version, no kernel, no product
+
+
+def read_root_system_of(root: Path) -> tuple[str | None, str | None, str | None]:
+    from bsdcrypt.act import read_root_system
+
+    s = read_root_system(LocalHost(), str(root))
+    return s.release, s.arch, s.variant

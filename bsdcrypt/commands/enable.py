@@ -157,10 +157,10 @@ def _execute(
             from bsdcrypt.assess import primary_driver
             from bsdcrypt.parsers.version import parse_release
 
-            root_release, root_arch = read_root_system(host, root)
-            inp = replace(inp, root_release=root_release)
-            if root_arch:  # the image's kernel decides the driver, not the machine running bsdcrypt
-                inp = replace(inp, arch=root_arch, driver=primary_driver(root_arch))
+            system = read_root_system(host, root)
+            inp = replace(inp, root_release=system.release, root_variant=system.variant)
+            if system.arch:  # the image's kernel decides the driver, not the machine running bsdcrypt
+                inp = replace(inp, arch=system.arch, driver=primary_driver(system.arch))
             rel = parse_release(inp.root_release) if inp.root_release else None
             major = rel.major if rel else None
         # Before 13.0 the loader does not read loader.conf.d: lines there neither count nor get edited.
