@@ -128,12 +128,38 @@ def status(
         from bsdcrypt.status import error_status
 
         message = " ".join(str(exc).split())
-        result = error_status(host, host, "host-error", message, "Run `bsdcrypt status` by hand to see the error.")
+        finding_id, remedy = host_failure(exc)
+        result = error_status(host, host, finding_id, message, remedy)
     write_report(render(result, fmt), output)
     raise typer.Exit(result.exit_code)
 
 
 MONITORING_FORMATS = ("nagios", "prometheus")
+
+# Remedies where fleet-audit's do not fit a single `status` run (it has no --accept-new).
+_STATUS_REMEDIES = {
+    "hostkey-unknown": (
+        "Verify the key's fingerprint with the host's admin, then add it to known_hosts "
+        "(`ssh HOST` once, or `bsdcrypt fleet-audit --accept-new`)."
+    ),
+    "error": "Run `bsdcrypt status` by hand to see the error.",
+}
+
+
+def host_failure(exc: BsdcryptError) -> tuple[str, str]:
+    """(finding id, remedy) of a host `status` could not assess: `host-<kind>` with the kinds and
+    remedies of fleet-audit's `fleet-<kind>` (refused, timeout, no-ssh, auth, hostkey-*, garbage...),
+    `host-error` when the error names no kind (e.g. a recording that cannot be read)."""
+    from bsdcrypt.errors import HostError, ProbeError
+
+    kind = "garbage" if isinstance(exc, ProbeError) else getattr(exc, "kind", None)
+    if isinstance(exc, (HostError, ProbeError)) and isinstance(kind, str):
+        from bsdcrypt.fleet import REMEDIES
+
+        remedy = _STATUS_REMEDIES.get(kind) or REMEDIES.get(kind)
+        if remedy:
+            return f"host-{kind}", remedy
+    return "host-error", _STATUS_REMEDIES["error"]
 
 
 def write_report(text: str, output: str | None) -> None:

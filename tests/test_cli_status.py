@@ -213,3 +213,28 @@ def test_requested_format_reads_argv_like_click() -> None:
     assert requested_format(["bsdcrypt", "status", "--format"]) is None
     assert requested_format(["bsdcrypt", "status", "--", "-f", "nagios"]) is None
     assert requested_format(["bsdcrypt", "status", "--timeout", "-f", "-f", "yaml"]) == "yaml"
+
+
+def test_an_unreachable_host_gets_the_fleet_kind_as_host_finding(tmp_path: Path) -> None:
+    # 127.0.0.1:1: nothing listens there; the same failure fleet-audit reports as fleet-refused
+    r = run("status", "-H", "127.0.0.1:1", "-f", "prometheus", "--timeout", "10")
+    assert r.returncode == 3 and r.stderr == ""
+    assert 'id="host-refused",severity="unknown"} 1' in r.stdout
+    r = run("status", "-H", "127.0.0.1:1", "-f", "json", "--timeout", "10")  # no monitoring format: an error
+    assert r.returncode == 3 and r.stdout == "" and r.stderr.startswith("bsdcrypt: connection refused")
+
+
+def test_host_failure_ids_and_remedies() -> None:
+    from bsdcrypt.cli import host_failure
+    from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
+    from bsdcrypt.fleet import REMEDIES
+    from bsdcrypt.ssh.errors import SSHError
+
+    assert host_failure(SSHError("timeout", "x")) == ("host-timeout", REMEDIES["timeout"])
+    assert host_failure(SSHError("auth", "x")) == ("host-auth", REMEDIES["auth"])
+    finding, remedy = host_failure(SSHError("hostkey-unknown", "x"))
+    assert finding == "host-hostkey-unknown" and "--accept-new" not in remedy.split("fleet-audit")[0]
+    assert host_failure(ProbeError("x")) == ("host-garbage", REMEDIES["garbage"])
+    assert host_failure(SSHError("no-such-kind", "x"))[0] == "host-error"
+    assert host_failure(HostError("x"))[0] == "host-error"
+    assert host_failure(BsdcryptError("no recording at x"))[0] == "host-error"
