@@ -6,9 +6,10 @@ line and its samples directly after them (families never interleave), label valu
 (backslash, double quote, line feed), and samples carry no timestamps (the textfile collector
 rejects them). A value bsdcrypt could not determine is left out rather than reported as 0.
 
-Every host's series carry the labels `host` (the name the host reports) and `source` (how it was
-reached: local, user@host:port, replay:FILE, ansible:FILE#HOST), so two hosts with the same name
-stay distinct. The metric names are documented in docs/monitoring.md; keep them stable.
+Every host's series carry the labels `host` (the name the host reports, or the Ansible inventory
+name) and `source` (how it was reached or collected: local, user@host:port, replay:FILE,
+ansible:FILE, file:FILE), so two hosts with the same name from different sources stay distinct.
+The metric names are documented in docs/monitoring.md; keep them stable.
 """
 
 from __future__ import annotations
