@@ -34,12 +34,27 @@ COMMAND_MODULES: dict[str, str] = {
 CORE_COMMANDS = frozenset({"status", "record", "recordings"})
 _registered: set[str] = set()
 
+
+
+def literal_help(text: str) -> str:
+    """Help text shown as written. typer renders help with rich markup, where `[user@]` is a style
+    tag and vanishes; escape such brackets then, and only then (NO_COLOR prints plain click help,
+    where a backslash would show)."""
+    import re
+
+    import typer.core
+
+    if typer.core.HAS_RICH and getattr(app, "rich_markup_mode", None) == "rich" and not os.environ.get("NO_COLOR"):
+        return re.sub(r"(?<!\\)\[(?=[a-z#/@][^\[]*?\])", r"\\[", text)
+    return text
+
+
 HostOpt = Annotated[
     str,
     typer.Option(
         "--host",
         "-H",
-        help="local (default), [user@]host[:port] over SSH, or replay:FILE|NAME for a recording.",
+        help=literal_help("local (default), [user@]host[:port] over SSH, or replay:FILE|NAME for a recording."),
         envvar="BSDCRYPT_HOST",
     ),
 ]

@@ -131,3 +131,11 @@ def test_shell_completion_script_and_live_completion() -> None:
     r = _cli(_BSDCRYPT_COMPLETE="complete_fish", _TYPER_COMPLETE_ARGS="bsdcrypt fleet",
              _TYPER_COMPLETE_FISH_ACTION="get-args")
     assert r.stdout.startswith("fleet-audit\t")
+
+
+@pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}])
+def test_host_help_shows_user_at_with_and_without_rich(env: dict[str, str]) -> None:
+    # rich markup would take `[user@]` for a style tag and drop it
+    text = " ".join(_cli("status", "--help", COLUMNS="300", **env).stdout.replace("│", " ").split())
+    assert "local (default), [user@]host[:port] over SSH, or replay:FILE|NAME" in text
+    assert "\\[" not in text
