@@ -7,7 +7,9 @@ recording, so every command that reads a host can run against one.
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,36 @@ _REPO_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 
 class RecordingError(BsdcryptError):
     pass
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a recording's outputs came from: kept when a replayed recording is recorded again."""
+
+    recorded_at: str | None
+    source: str | None
+    redacted: bool
+    header: str  # the comment lines before the document ("# source: ...", "# derived: ...")
+    tool_version: str | None = None
+    host: str | None = None
+
+
+# Evidence replayed from a recording in this process (by content), so that `record --host replay:X`
+# keeps X's provenance: the probe's output is parsed anew, so the Evidence object itself is new.
+_REPLAYED: dict[str, Provenance] = {}
+
+
+def _fingerprint(evidence: Evidence) -> str:
+    digest = hashlib.sha256()
+    for name, st in evidence.steps.items():
+        for part in (name.encode(), str(st.rc).encode(), st.out):
+            digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
+
+
+def provenance_of(evidence: Evidence) -> Provenance | None:
+    """The provenance of evidence replayed from a recording (or redacted from such evidence), else None."""
+    return _REPLAYED.get(_fingerprint(evidence))
 
 
 def _loader() -> type[yaml.SafeLoader]:
@@ -98,19 +130,71 @@ def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
 _LiteralDumper.add_representer(str, _str_presenter)
 
 
-def dump(evidence: Evidence, host: str, *, comment: str = "", redacted: bool = False) -> str:
+def dump(
+    evidence: Evidence,
+    host: str,
+    *,
+    comment: str = "",
+    redacted: bool = False,
+    provenance: Provenance | None = None,
+) -> str:
+    """The recording of `evidence` as YAML text.
+
+    Evidence replayed from a recording keeps that recording's provenance (recorded_at, source, comment
+    header, tool_version; redacted stays true): recording a replay copies the recording, it does not
+    observe a host. `provenance` overrides the lookup.
+    """
+    origin = provenance or provenance_of(evidence)
+    source = comment or f"bsdcrypt record on {host}"
+    recorded_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    tool_version = __version__
+    header = f"# bsdcrypt recording of {host}\n# source: {source}\n"
+    if origin is not None:
+        was = origin.host
+        rename = redacted and not origin.redacted and was and was != host
+        source = origin.source or source
+        header = origin.header or f"# source: {source}\n"
+        if rename:  # an unredacted recording redacted now: its own texts may name the host
+            source = _rename(source, was, host)
+            header = _rename(header, was, host)
+        recorded_at = origin.recorded_at or recorded_at
+        tool_version = origin.tool_version or tool_version
+        redacted = redacted or origin.redacted
+        if _RERECORDED not in header:
+            header += f"{_RERECORDED} (bsdcrypt {__version__}); recorded_at and source are the original's\n"
     doc: dict[str, Any] = {
         "bsdcrypt_recording": FORMAT,
-        "tool_version": __version__,
-        "recorded_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "tool_version": tool_version,
+        "recorded_at": recorded_at,
         "host": host,
         "redacted": redacted,
-        "source": comment or f"bsdcrypt record on {host}",
+        "source": source,
         "steps": {name: _step_to_yaml(st) for name, st in evidence.steps.items()},
     }
-    header = f"# bsdcrypt recording of {host}\n# source: {doc['source']}\n"
     body = yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True, width=4096)
     return header + body
+
+
+_RERECORDED = "# re-recorded from a replay"
+
+
+def _rename(text: str, old: str | None, new: str) -> str:
+    if not old:
+        return text
+    for name in sorted({old, old.split(".")[0]} - {""}, key=len, reverse=True):
+        text = re.sub(r"(?<![\w.-])" + re.escape(name) + r"(?![\w.-])", new, text)
+    return text
+
+
+def _header(text: str) -> str:
+    """The comment lines (and blank lines) before a recording's first YAML line."""
+    lines: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("#") or not line.strip():
+            lines.append(line)
+        else:
+            break
+    return "".join(lines).lstrip("\n")
 
 
 def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
@@ -120,40 +204,67 @@ def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise RecordingError(f"{origin}:{where} is not valid YAML") from exc
-    if not isinstance(doc, dict) or doc.get("bsdcrypt_recording") != FORMAT:
+    if not isinstance(doc, dict) or "bsdcrypt_recording" not in doc:
         raise RecordingError(f"{origin} is not a bsdcrypt recording (format {FORMAT})")
+    version = doc["bsdcrypt_recording"]
+    if type(version) is not int or version != FORMAT:
+        raise RecordingError(
+            f"{origin}: unsupported recording format {version!r} (this bsdcrypt reads format {FORMAT})"
+        )
     steps = doc.get("steps")
     if not isinstance(steps, dict):
         raise RecordingError(f"{origin}: 'steps' must be a mapping")
+    if not steps:
+        raise RecordingError(f"{origin}: the recording has no probe steps (its 'steps' mapping is empty)")
     evidence = Evidence({str(k): _step_from_yaml(str(k), v) for k, v in steps.items()})
     return doc, evidence
 
 
-def load(path: Path) -> tuple[dict[str, Any], Evidence]:
+def _read(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RecordingError(f"cannot read recording {path}: {exc}") from exc
-    return load_text(text, str(path))
+
+
+def load(path: Path) -> tuple[dict[str, Any], Evidence]:
+    return load_text(_read(path), str(path))
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 class ReplayHost:
     """A host answered from a recording. It can only run the probe."""
 
-    def __init__(self, evidence: Evidence, name: str, spec: str) -> None:
+    def __init__(self, evidence: Evidence, name: str, spec: str, provenance: Provenance | None = None) -> None:
         self.evidence = evidence
         self.name = name
         self.spec = spec
+        self.provenance = provenance
 
     @classmethod
     def from_file(cls, path: Path) -> ReplayHost:
-        doc, evidence = load(path)
-        return cls(evidence, str(doc.get("host") or path.stem), f"replay:{path}")
+        text = _read(path)
+        doc, evidence = load_text(text, str(path))
+        name = str(doc.get("host") or path.stem)
+        provenance = Provenance(
+            recorded_at=_str_or_none(doc.get("recorded_at")),
+            source=_str_or_none(doc.get("source")),
+            redacted=doc.get("redacted") is True,
+            header=_header(text),
+            tool_version=_str_or_none(doc.get("tool_version")),
+            host=name,
+        )
+        return cls(evidence, name, f"replay:{path}", provenance)
 
     def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
         if PROBE_MAGIC in command:
             match = re.search(r"^T=(\S+)$", command, re.M)
             if match:
+                if self.provenance is not None:
+                    _REPLAYED[_fingerprint(self.evidence)] = self.provenance
                 return RunResult(0, render(self.evidence, match.group(1)))
         first = command.strip().splitlines()[0] if command.strip() else command
         raise HostError(f"{self.spec} is a recording: it cannot run {first!r}")
@@ -248,4 +359,8 @@ def redact(evidence: Evidence, hostname: str) -> Evidence:
         data = _DISKID.sub(rb"\1REDACTED", data)
         data = _UUID.sub(b"00000000-0000-0000-0000-000000000000", data)
         out[key] = Step(st.rc, data)
-    return Evidence(out)
+    result = Evidence(out)
+    origin = provenance_of(evidence)
+    if origin is not None:
+        _REPLAYED[_fingerprint(result)] = origin
+    return result

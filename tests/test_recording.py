@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,9 @@ def test_replay_refuses_other_commands() -> None:
     [
         ("{{{", "not valid YAML"),
         ("just: a mapping\n", "not a bsdcrypt recording"),
+        ("bsdcrypt_recording: 99\nsteps: {}\n", r"unsupported recording format 99 \(this bsdcrypt reads format 1\)"),
+        ("bsdcrypt_recording: '1'\nsteps: {}\n", "unsupported recording format '1'"),
+        ("bsdcrypt_recording: 1\nsteps: {}\n", "the recording has no probe steps"),
         ("bsdcrypt_recording: 1\nsteps: [1, 2]\n", "'steps' must be a mapping"),
         ("bsdcrypt_recording: 1\nsteps:\n  a: {out: x}\n", "integer 'rc'"),
         ("bsdcrypt_recording: 1\nsteps:\n  a: {rc: 0, out_base64: '!!'}\n", "not valid base64"),
@@ -188,3 +193,55 @@ def test_host_spec_replay_and_local() -> None:
     assert isinstance(parse_host_spec("local"), LocalHost)
     with pytest.raises(RecordingError):
         parse_host_spec("replay:/nonexistent/file.yaml")
+
+
+def _record(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bsdcrypt", "record", "-o", "-", *args],
+        capture_output=True, text=True, cwd=HOSTS.parent.parent, check=False, timeout=120,
+    )
+
+
+def test_recording_a_replay_keeps_its_provenance() -> None:
+    path = HOSTS / "freebsd-13.0-hyperv-builtin.yaml"
+    original_text = path.read_text()
+    original, evidence = load(path)
+    r = _record("--host", "replay:freebsd-13.0-hyperv-builtin")
+    assert r.returncode == 0, r.stderr
+    doc, again = load_text(r.stdout, "out.yaml")
+    assert again.steps == evidence.steps
+    for key in ("recorded_at", "source", "tool_version", "host"):
+        assert doc[key] == original[key], key
+    assert doc["redacted"] is True
+    first_header_line = original_text.splitlines()[0]
+    assert r.stdout.startswith(first_header_line + "\n")
+    assert "# re-recorded from a replay" in r.stdout
+
+
+def test_redacting_a_replay_of_an_unredacted_recording(tmp_path: Path) -> None:
+    ev = Evidence(
+        {
+            "uname_s": Step(0, b"FreeBSD\n"),
+            "uname_a": Step(0, b"FreeBSD fw1.corp.example 13.2-RELEASE FreeBSD 13.2-RELEASE GENERIC amd64\n"),
+            "sysctl": Step(0, b"kern.hostname: fw1.corp.example\nkern.vm_guest: none\n"),
+        }
+    )
+    src = tmp_path / "fw1.yaml"
+    src.write_text(dump(ev, "fw1.corp.example"))
+    recorded_at = load(src)[0]["recorded_at"]
+    r = _record("--redact", "--host", f"replay:{src}")
+    assert r.returncode == 0, r.stderr
+    doc, red = load_text(r.stdout, "out.yaml")
+    assert doc["redacted"] is True and doc["host"] == "host.example" and doc["recorded_at"] == recorded_at
+    assert doc["source"] == "bsdcrypt record on host.example"
+    assert "fw1" not in r.stdout
+    again = tmp_path / "again.yaml"
+    again.write_text(r.stdout)
+    r2 = _record("--host", f"replay:{again}")  # recording the redacted copy keeps it redacted
+    assert load_text(r2.stdout, "x")[0]["redacted"] is True and r2.stdout.count("# re-recorded from a replay") == 1
+
+
+def test_dump_of_fresh_evidence_is_stamped_now() -> None:
+    doc = load_text(dump(Evidence({"uname_s": Step(0, b"FreeBSD fresh\n")}), "h"), "x")[0]
+    assert doc["source"] == "bsdcrypt record on h" and doc["redacted"] is False
+    assert doc["recorded_at"] != "2025-01-01T00:00:00Z"
