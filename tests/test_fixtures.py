@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from bsdcrypt.probe import FILES, LOADER_CONF_DIR, MODULE_FILES, STEPS
-from bsdcrypt.recording import load
+from bsdcrypt.recording import load, shipped_names
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 RECORDINGS = sorted(HOSTS.glob("*.yaml"))
@@ -39,3 +40,33 @@ def test_recording(path: Path) -> None:
     assert not missing, f"missing steps: {missing}"
     for name, step in evidence.steps.items():
         assert isinstance(step.rc, int), name
+
+
+ROOT = HOSTS.parent.parent
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "docs" / "bsdcrypt.8"])
+# `replay:NAME` of a shipped recording; paths (with '/' or a .yaml/.yml suffix) are the user's own files.
+_REPLAY = re.compile(r"replay:([A-Za-z0-9][\w.+-]*)")
+_PLACEHOLDERS = {"FILE", "NAME", "PATH"}
+
+
+def _named_recordings(text: str) -> set[str]:
+    names = set()
+    for m in _REPLAY.finditer(text):
+        name = m.group(1).rstrip(".")
+        following = text[m.end():m.end() + 1]
+        if following == "/" or name.endswith((".yaml", ".yml")) or name in _PLACEHOLDERS:
+            continue
+        names.add(name)
+    return names
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_replay_name_in_the_docs_is_a_shipped_recording(doc: Path) -> None:
+    unknown = sorted(_named_recordings(doc.read_text(encoding="utf-8")) - set(shipped_names()))
+    assert not unknown, f"{doc.name} names recordings that are not shipped: {unknown}"
+
+
+def test_the_docs_scan_finds_names_and_skips_paths() -> None:
+    text = "`replay:freebsd-12.2-kvm-not-loaded` replay:FILE replay:host.yaml replay:recordings/x.yaml replay:NAME."
+    assert _named_recordings(text) == {"freebsd-12.2-kvm-not-loaded"}
+    assert "freebsd-12.2-bhyve-not-loaded-overridden" in _named_recordings((ROOT / "README.md").read_text())
