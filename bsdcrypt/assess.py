@@ -221,10 +221,28 @@ def primary_driver(arch: str | None) -> str | None:
     return None
 
 
-def in_generic(driver: str, os: OSInfo) -> bool | None:
-    """Does this release's stock kernel (GENERIC, or HARDENEDBSD) compile the driver in?"""
+# Appliances that build their own kernel config (pfSense "pfSense", OPNsense "SMP", TrueNAS "TRUENAS",
+# FreeNAS "FreeNAS.amd64"): their stock kernel is that one, not GENERIC or HARDENEDBSD.
+APPLIANCE_KERNELS = frozenset({"pfsense", "opnsense", "truenas", "freenas"})
+STOCK_IDENTS = ("GENERIC", "HARDENEDBSD")
+
+
+def in_generic(driver: str, os: OSInfo, compiled_in: bool | None = None) -> bool | None:
+    """Does this release's stock kernel compile the driver in?
+
+    The stock kernel is GENERIC (aesni and armv8crypto from 13.0), HardenedBSD's HARDENEDBSD (aesni since
+    10), or an appliance's own kernel, whose config bsdcrypt does not know: there the running kernel is the
+    evidence (`compiled_in`: nexus/aesni under `kernel` in kldstat -v, or not: loaded from aesni.ko or not
+    registered). OPNsense 20.7/21.1 run HardenedBSD 12.1 with their own SMP kernel, which loads aesni.ko.
+    """
     if os.major is None:
         return None
+    ident = (os.kernel_ident or "").upper()
+    if os.variant in APPLIANCE_KERNELS and not ident.startswith(STOCK_IDENTS):
+        if compiled_in is not None:
+            return compiled_in
+        if os.base == "hardenedbsd":
+            return None  # HARDENEDBSD's config says nothing about the appliance's kernel
     if driver == "aesni" and os.base == "hardenedbsd":
         return os.major >= 10
     if driver in ("aesni", "armv8crypto"):
@@ -261,7 +279,7 @@ def _driver_info(
     name: str, ev: Evidence, kld: list[KldFile], dev: dict[str, str], dmesg: DmesgBoot, os: OSInfo
 ) -> DriverInfo:
     ko = f"/boot/kernel/{name}.ko"
-    info = DriverInfo(name=name, in_generic=in_generic(name, os))
+    info = DriverInfo(name=name)
     registered = _registered(ev, name, kld)
     holder = file_containing(kld, f"nexus/{name}") if kld else None
     if holder is None and registered:
@@ -300,6 +318,7 @@ def _driver_info(
         info.compiled_in = False
     elif boot_msg is not None:
         info.state = "unknown"
+    info.in_generic = in_generic(name, os, info.compiled_in)
     return info
 
 

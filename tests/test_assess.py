@@ -198,3 +198,33 @@ def test_loader_conf_d_does_not_count_before_13() -> None:
     s = assess(ev, "h", "test")
     assert s.persist.configured is False and s.persist.ignored == "/boot/loader.conf.d/aesni.conf:1"
     assert "loader-conf-d-ignored" in [f.id for f in s.findings] and "not-persisted" in [f.id for f in s.findings]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("opnsense-20.7-hbsd12.1-i5-6200u-loaded", False),  # OPNsense's SMP kernel: aesni comes from aesni.ko
+        ("opnsense-21.1-hbsd12.1-bhyve-omnios-loaded", False),
+        ("opnsense-21.1-hbsd12.1-xen-viridian-loaded", False),
+        ("hardenedbsd-13.0-stable-epyc-builtin", True),  # the HARDENEDBSD kernel compiles it in
+        ("opnsense-22.1-celeron-j4125-sha-only-builtin", True),
+        ("truenas-12.2-xeon-x3430-no-aes-builtin", True),  # TrueNAS' own kernel has it although 12.x GENERIC does not
+        ("pfsense-2.4.5-celeron-j3160-not-loaded", False),
+        ("freebsd-11.0-current-custom-kernel-x-no-aesni", False),
+        ("freebsd-13.0-hyperv-builtin", True),
+    ],
+)
+def test_in_generic_is_about_the_stock_kernel_of_the_host(name: str, expected: bool) -> None:
+    s = status_of(ReplayHost.from_file(HOSTS / f"{name}.yaml"))
+    assert s.driver.in_generic is expected
+
+
+def test_in_generic_of_an_hbsd_appliance_without_kldstat_is_unknown() -> None:
+    from bsdcrypt.assess import in_generic
+    from bsdcrypt.status import OSInfo
+
+    opnsense = OSInfo(variant="opnsense", base="hardenedbsd", major=12, minor=1, kernel_ident="SMP")
+    assert in_generic("aesni", opnsense) is None
+    assert in_generic("aesni", opnsense, compiled_in=False) is False
+    hbsd_custom = OSInfo(variant="hardenedbsd", base="hardenedbsd", major=12, minor=1, kernel_ident="MYKERNEL")
+    assert in_generic("aesni", hbsd_custom, compiled_in=False) is True  # its stock kernel is still HARDENEDBSD
