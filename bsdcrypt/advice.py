@@ -6,6 +6,8 @@ a one-line message and a concrete remedy.
 
 from __future__ import annotations
 
+import re
+
 from bsdcrypt.status import Finding, Status
 
 CHACHA = (
@@ -43,6 +45,32 @@ PASSTHROUGH: dict[str, str] = {
     "vmware": "VMware: remove any CPUID mask on the VM and check the EVC mode of the cluster",
     "xen": "Xen: remove cpuid= masks from the guest config (or use a newer CPU feature level)",
 }
+
+
+# CPU brand strings (hw.model) of families in which every model has AES-NI, so a bare-metal host whose
+# Features2 lacks AESNI has it switched off in the firmware. Deliberately narrow (docs/findings.md):
+# Intel Core i5/i7 from the 2nd generation (Sandy Bridge: all desktop and mobile i5/i7), i9, i3 only from
+# the 5th generation (Sandy/Ivy Bridge i3 have none, Haswell's i3-4000M neither), Core Ultra; Xeon E3-12xx,
+# E5, E7 (v1 brand strings read "E31230", "E5-2670 0", "E7- 4870"), Xeon Scalable, D, E-2xxx, W; AMD Ryzen,
+# Threadripper, EPYC, FX (Bulldozer and later) and Opteron 3200/3300/4200/4300/6200/6300 (Bulldozer,
+# Piledriver). Not Pentium, Celeron, Atom or Athlon, whose models differ.
+_AES_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("Intel Core i5/i7/i9 (2nd generation or later)", re.compile(r"Core\(TM\) i[579]-(?:[2-9]\d{3}|1\d{4})")),
+    ("Intel Core i3 (5th generation or later)", re.compile(r"Core\(TM\) i3-(?:[5-9]\d{3}|1\d{4})")),
+    ("Intel Core Ultra", re.compile(r"Core\(TM\) Ultra \d")),
+    ("Intel Xeon E3/E5/E7", re.compile(r"Xeon\(R\) CPU\s+(?:E3-?\s?12\d\d|E5-\s?\d{4}|E7-\s?\d{4})")),
+    ("Intel Xeon Scalable/D/E/W", re.compile(r"Xeon\(R\) (?:Bronze|Silver|Gold|Platinum|[DW]-\d{4}|E-2\d{3})")),
+    ("AMD Ryzen/Threadripper/EPYC", re.compile(r"AMD (?:Ryzen|EPYC)")),
+    ("AMD FX", re.compile(r"AMD FX\(tm\)-\d{4}")),
+    ("AMD Opteron (Bulldozer or later)", re.compile(r"Opteron\(tm\) Processor [346][23]\d\d\b")),
+)
+
+
+def aes_family(model: str | None) -> str | None:
+    """The CPU family, if every CPU of it has AES-NI (see _AES_FAMILIES), else None."""
+    if not model:
+        return None
+    return next((family for family, pattern in _AES_FAMILIES if pattern.search(model)), None)
 
 
 def persist_remedy(status: Status) -> str:
@@ -244,6 +272,22 @@ def _no_aes_finding(s: Status, sha_only: bool, geli_soft: bool) -> Finding:
             + "); meanwhile "
             + CHACHA
             + ".",
+        )
+    family = aes_family(cpu.model)
+    if family is not None and cpu.vm is False:
+        d = s.driver
+        then = ""
+        if d.state == "not-loaded":
+            then = f"; then kldload {d.name}"
+            if not s.persist.configured:
+                then += " and persist it: " + persist_remedy(s)
+        return Finding(
+            "aes-disabled-in-firmware",
+            "warning",
+            f"AES-NI is probably disabled in the firmware (BIOS/UEFI setup): {model} ({family}) has AES-NI, "
+            "but the CPU does not advertise it (no AESNI in Features2), so kernel AES runs in software.",
+            "Enable AES-NI in the BIOS/UEFI setup (CPU or advanced processor settings) and reboot; check with "
+            "`grep AESNI /var/run/dmesg.boot`" + then + "; meanwhile " + CHACHA + ".",
         )
     return Finding(
         "cpu-no-aesni",

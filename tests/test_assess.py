@@ -228,3 +228,61 @@ def test_in_generic_of_an_hbsd_appliance_without_kldstat_is_unknown() -> None:
     assert in_generic("aesni", opnsense, compiled_in=False) is False
     hbsd_custom = OSInfo(variant="hardenedbsd", base="hardenedbsd", major=12, minor=1, kernel_ident="MYKERNEL")
     assert in_generic("aesni", hbsd_custom, compiled_in=False) is True  # its stock kernel is still HARDENEDBSD
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("Intel(R) Core(TM) i5-4590S CPU @ 3.00GHz", "Intel Core i5/i7/i9 (2nd generation or later)"),
+        ("Intel(R) Core(TM) i7-2600K CPU @ 3.40GHz", "Intel Core i5/i7/i9 (2nd generation or later)"),
+        ("11th Gen Intel(R) Core(TM) i7-11375H @ 3.30GHz", "Intel Core i5/i7/i9 (2nd generation or later)"),
+        ("Intel(R) Core(TM) i3-7100U CPU @ 2.40GHz", "Intel Core i3 (5th generation or later)"),
+        ("Intel(R) Xeon(R) CPU E31230 @ 3.20GHz", "Intel Xeon E3/E5/E7"),
+        ("Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz", "Intel Xeon E3/E5/E7"),
+        ("Intel(R) Xeon(R) CPU E7-8857 v2 @ 3.00GHz", "Intel Xeon E3/E5/E7"),
+        ("Intel(R) Xeon(R) CPU E3-1225 v5 @ 3.30GHz", "Intel Xeon E3/E5/E7"),
+        ("Intel(R) Xeon(R) Silver 4110 CPU @ 2.10GHz", "Intel Xeon Scalable/D/E/W"),
+        ("AMD EPYC 7402P 24-Core Processor               ", "AMD Ryzen/Threadripper/EPYC"),
+        ("AMD Ryzen Embedded V1202B with Radeon Vega Gfx ", "AMD Ryzen/Threadripper/EPYC"),
+        ("AMD FX(tm)-8350 Eight-Core Processor", "AMD FX"),
+        # families with models that lack AES-NI are never claimed
+        ("Intel(R) Core(TM) i3-2100 CPU @ 3.10GHz", None),  # Sandy Bridge i3: no AES-NI
+        ("Intel(R) Core(TM) i3-3220 CPU @ 3.30GHz", None),  # Ivy Bridge i3: no AES-NI
+        ("Intel(R) Core(TM) i7 CPU         920  @ 2.67GHz", None),  # Nehalem
+        ("Intel(R) Xeon(R) CPU           X3430  @ 2.40GHz", None),  # Lynnfield
+        ("Intel(R) Core(TM)2 Duo CPU     E7400  @ 2.80GHz", None),
+        ("Intel(R) Celeron(R) J4125 CPU @ 2.00GHz", None),
+        ("Intel(R) Pentium(R) M processor 2.13GHz", None),
+        ("AMD Opteron(tm) Processor 6174", None),  # Magny-Cours
+        (None, None),
+    ],
+)
+def test_cpu_families_known_to_have_aes_ni(model: str | None, family: str | None) -> None:
+    from bsdcrypt.advice import aes_family
+
+    assert aes_family(model) == family
+
+
+def _without_aesni_flag(name: str) -> Evidence:
+    """A real bare-metal recording whose Features2 lost AESNI, as when the firmware switches AES-NI off."""
+    from bsdcrypt.recording import load
+
+    ev = load(HOSTS / f"{name}.yaml")[1]
+    dmesg = ev.steps["file:/var/run/dmesg.boot"]
+    assert b"AESNI," in dmesg.out
+    ev.steps["file:/var/run/dmesg.boot"] = Step(dmesg.rc, dmesg.out.replace(b"AESNI,", b""))
+    return ev
+
+
+def test_aes_ni_switched_off_in_the_firmware_of_a_cpu_that_has_it() -> None:
+    s = assess(_without_aesni_flag("freebsd-11.0-current-custom-kernel-x-no-aesni"), "h", "test")
+    assert s.cpu.aesni is False and s.cpu.vm is False
+    assert [f.id for f in s.findings] == ["aes-disabled-in-firmware"] and s.verdict == "warning"
+    f = s.findings[0]
+    assert "probably disabled in the firmware (BIOS/UEFI setup)" in f.message and "Xeon" in f.message
+    assert "BIOS/UEFI" in f.remedy and "kldload aesni" in f.remedy and "newer hardware" not in f.remedy
+
+
+def test_a_cpu_without_aes_ni_stays_an_info() -> None:
+    s = status_of(ReplayHost.from_file(HOSTS / "opnsense-22.1-core2-e7400-no-aes-builtin.yaml"))
+    assert [f.id for f in s.findings] == ["cpu-no-aesni"] and s.verdict == "ok"
