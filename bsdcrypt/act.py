@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from bsdcrypt import loaderconf
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.host import Host, sh_quote
+from bsdcrypt.host import Host, RunResult, sh_quote
 from bsdcrypt.loaderconf import FileEdit
 from bsdcrypt.plan import Note, Plan, Refuse, RunCommand, WriteFile
 from bsdcrypt.probe import FRAME_FUNCTION, new_token, parse_output
@@ -221,15 +221,62 @@ def read_root_system(host: Host, root: str) -> RootSystem:
 
 # ---- the safe write --------------------------------------------------------------------------------
 
+# Shared by the check, the write and the undo: `attrs FILE` prints its mode (the 10 characters of
+# `ls -l`, so an ACL or label mark does not count), uid and gid, numerically (POSIX ls -n).
+_ATTRS = r"""
+attrs() { ls -lnd -- "$1" | awk '{ print substr($1, 1, 10), $3, $4 }'; }
+"""
+
+# check F EXISTED: why F cannot be written with its owner, group and mode kept (one line on stdout,
+# exit 1), or nothing. No lock and no writes: it runs for every file before any is written, so a
+# permission, ownership or read-only problem with any of them changes nothing at all.
+_CHECK = r"""
+me=$(id -u); groups=" $(id -G) "
+if [ "$me" = 0 ]; then
+  why="read-only file system (or an immutable flag)"; whyf=$why
+else
+  why="permission denied or read-only file system (run as root?)"; whyf="permission denied (run as root?)"
+fi
+check() {
+  F=$1; EXISTED=$2
+  TGT=$(resolve "$F"); case $? in
+    0) ;;
+    2) echo "refusing to write $F: it is a symbolic link that leads outside $ROOT"; return 1 ;;
+    *) echo "cannot resolve the symbolic link $F (loop?)"; return 1 ;;
+  esac
+  DIR=$(dirname -- "$TGT")
+  [ -d "$DIR" ] || { echo "directory $DIR does not exist"; return 1; }
+  [ -w "$DIR" ] || { echo "cannot write in $DIR: $why"; return 1; }
+  if [ "$EXISTED" = 1 ]; then
+    [ -f "$TGT" ] || { echo "$F no longer exists (or is not a regular file)"; return 1; }
+    [ -r "$TGT" ] || { echo "cannot read $F: permission denied (run as root?)"; return 1; }
+    if [ "$me" != 0 ]; then
+      set -- $(attrs "$TGT")
+      [ "$2" = "$me" ] || { echo "cannot keep the owner of $F (uid $2) writing as uid $me: run as root"; return 1; }
+      case $groups in
+        *" $3 "*) ;;
+        *) echo "cannot keep the group of $F (gid $3): uid $me is not a member; run as root"; return 1 ;;
+      esac
+    fi
+    [ -w "$TGT" ] || { echo "cannot write $F: $whyf"; return 1; }
+  else
+    [ ! -e "$TGT" ] || { echo "$F appeared since bsdcrypt read it; nothing written, run again"; return 1; }
+  fi
+  return 0
+}
+"""
+
 _BODY = r"""
 set -u
 die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
 syncf() { if command -v fsync >/dev/null 2>&1; then fsync "$1"; else sync "$1" 2>/dev/null || sync; fi; }
+__ATTRS__
 if [ "$EXISTED" = 1 ]; then
   [ -f "$TGT" ] || die "$F no longer exists (or is not a regular file)"
   [ -r "$TGT" ] || die "cannot read $F: permission denied"
   cur=$(cksum < "$TGT") || die "cannot read $F"
   [ "$cur" = "$CKSUM" ] || die "$F changed since bsdcrypt read it; nothing written, run again"
+  [ -w "$TGT" ] || die "cannot write $F: permission denied or read-only file (run as root?)"
 else
   [ ! -e "$TGT" ] || die "$F appeared since bsdcrypt read it; nothing written, run again"
 fi
@@ -239,22 +286,26 @@ fi
 bak=; tmp=
 trap 'rm -f ${tmp:+"$tmp"} ${bak:+"$bak"}' EXIT
 if [ "$EXISTED" = 1 ]; then
+  want=$(attrs "$TGT")
   b="$TGT.bsdcrypt-$(date -u +%Y%m%dT%H%M%SZ)"
   [ -e "$b" ] && b="$b.$$"
   err=$(cp -p "$TGT" "$b" 2>&1) || die "cannot write the backup $b: ${err##*: }"
   bak=$b
+  # cp -p run by a user who is not root silently gives the copy that user's owner: check.
+  [ "$(attrs "$bak")" = "$want" ] || die "cannot keep the owner, group and mode of $F on its backup (run as root?)"
   syncf "$bak" || die "cannot fsync the backup $bak"
 fi
 tmp=$(mktemp "$DIR/.$BASE.bsdcrypt.XXXXXX" 2>/dev/null) || die "cannot create a temporary file in $DIR"
 if [ "$EXISTED" = 1 ]; then
   err=$(cp -p "$TGT" "$tmp" 2>&1) || die "cannot copy $F's owner and mode: ${err##*: }"
+  [ "$(attrs "$tmp")" = "$want" ] || die "cannot keep the owner, group and mode of $F (run as root?)"
 else
-  chmod 644 "$tmp" || die "cannot chmod $tmp"
+  chmod 644 "$tmp" || die "cannot make the new $F mode 0644"
 fi
-err=$(cat 2>&1 > "$tmp") || die "cannot write $tmp: ${err##*: }"
-syncf "$tmp" || die "cannot fsync $tmp"
+err=$(cat 2>&1 > "$tmp") || die "cannot write the new content of $F: ${err##*: }"
+syncf "$tmp" || die "cannot fsync the new content of $F"
 __CRASH__
-err=$(mv -f "$tmp" "$TGT" 2>&1) || die "cannot rename $tmp over $F: ${err##*: }"
+err=$(mv -f "$tmp" "$TGT" 2>&1) || die "cannot rename the new content over $F: ${err##*: }"
 kept=${bak:--}; tmp=; bak=
 trap - EXIT
 syncf "$DIR" || die "renamed, but cannot fsync the directory $DIR"
@@ -262,8 +313,30 @@ printf '%s %s\n' "bsdcrypt-write: ok" "$kept"
 cat -- "$TGT"
 """
 
+# The undo of a write of this run, when a later file of the same run failed: under the same lock, if
+# the file still holds exactly what this run wrote, rename the backup (a `cp -p` copy: same bytes,
+# owner, mode and times) back over it; a file this run created is removed.
+_UNDO = r"""
+set -u
+die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
+syncf() { if command -v fsync >/dev/null 2>&1; then fsync "$1"; else sync "$1" 2>/dev/null || sync; fi; }
+[ -f "$TGT" ] || die "$F is gone"
+cur=$(cksum < "$TGT") || die "cannot read $F"
+if [ -n "$BAK" ]; then
+  case $BAK in "$TGT".bsdcrypt-*) ;; *) die "$BAK is not a backup of $F" ;; esac
+  [ "$cur" = "$CKSUM" ] || die "$F changed since bsdcrypt wrote it; left as it is (the original is $BAK)"
+  [ -f "$BAK" ] || die "the backup $BAK is gone"
+  err=$(mv -f "$BAK" "$TGT" 2>&1) || die "cannot rename $BAK over $F: ${err##*: }"
+else
+  [ "$cur" = "$CKSUM" ] || die "$F changed since bsdcrypt created it; left as it is"
+  err=$(rm -f "$TGT" 2>&1) || die "cannot remove $F: ${err##*: }"
+fi
+syncf "$DIR" || die "cannot fsync the directory $DIR"
+echo "bsdcrypt-write: ok"
+"""
+
 _WRAPPER = r"""
-F=__F__; EXISTED=__EXISTED__; CKSUM=__CKSUM__; ROOT=__ROOT__
+F=__F__; EXISTED=__EXISTED__; CKSUM=__CKSUM__; ROOT=__ROOT__; BAK=__BAK__
 PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH
 LC_ALL=C; export LC_ALL
 die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
@@ -276,7 +349,7 @@ esac
 DIR=$(dirname -- "$TGT"); BASE=$(basename -- "$TGT")
 [ -d "$DIR" ] || die "directory $DIR does not exist"
 [ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
-export F TGT DIR BASE EXISTED CKSUM
+export F TGT DIR BASE EXISTED CKSUM BAK
 BODY=__BODY__
 LOCK="$DIR/.bsdcrypt.lock"
 if command -v lockf >/dev/null 2>&1; then
@@ -295,17 +368,52 @@ fi
 """
 
 
-def write_script(edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> str:
-    """The sh snippet that replaces `edit.path` with the bytes on its stdin (see docs/enable.md)."""
-    body = _BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":")
+def _locked(body: str, path: str, *, existed: bool, cksum: str, root: str, backup: str = "") -> str:
     return (
         _WRAPPER.replace("__RESOLVE__", _RESOLVE)
         .replace("__ROOT__", sh_quote(root.rstrip("/")))
-        .replace("__F__", sh_quote(edit.path))
-        .replace("__EXISTED__", "1" if edit.existed else "0")
-        .replace("__CKSUM__", sh_quote(posix_cksum(edit.before)))
+        .replace("__F__", sh_quote(path))
+        .replace("__EXISTED__", "1" if existed else "0")
+        .replace("__CKSUM__", sh_quote(cksum))
+        .replace("__BAK__", sh_quote(backup))
         .replace("__BODY__", sh_quote(body))
     )
+
+
+def write_script(edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> str:
+    """The sh snippet that replaces `edit.path` with the bytes on its stdin (see docs/enable.md)."""
+    body = _BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":").replace("__ATTRS__", _ATTRS)
+    return _locked(body, edit.path, existed=edit.existed, cksum=posix_cksum(edit.before), root=root)
+
+
+def check_script(edits: list[FileEdit], *, root: str = "") -> str:
+    """The sh snippet that says, one line per file, why any of `edits` could not be written."""
+    lines = [
+        f"ROOT={sh_quote(root.rstrip('/'))}",
+        "PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH",
+        "LC_ALL=C; export LC_ALL",
+        _RESOLVE,
+        _ATTRS,
+        _CHECK,
+    ]
+    lines += [f"check {sh_quote(e.path)} {'1' if e.existed else '0'}" for e in edits]
+    lines.append("exit 0")
+    return "\n".join(lines)
+
+
+def check_writable(host: Host, edits: list[FileEdit], *, root: str = "") -> None:
+    """Before any file is written: every target's directory writable (temp file + rename), the file
+    readable and writable, its owner and group keepable by this user. ActError (one line) otherwise."""
+    if not edits:
+        return
+    res = host.run(check_script(edits, root=root), timeout=60)
+    problems = [ln for ln in res.stdout.decode("utf-8", "replace").splitlines() if ln.strip()]
+    if res.rc != 0 and not problems:
+        detail = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        problems = [detail[-1] if detail else f"the check failed with exit status {res.rc}"]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ActError(f"{problems[0]}{more}; nothing changed")
 
 
 @dataclass(frozen=True)
@@ -314,22 +422,38 @@ class WriteResult:
     backup: str | None
 
 
+def _fail_line(res: RunResult, what: str) -> str:
+    lines = [ln for ln in res.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    msg = next((ln for ln in reversed(lines) if ln.startswith("bsdcrypt-write: ")), None)
+    if msg:
+        return msg.removeprefix("bsdcrypt-write: ")
+    detail = lines[-1] if lines else f"exit status {res.rc}"
+    return f"{what} failed: {detail}"
+
+
 def safe_write(host: Host, edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> WriteResult:
     """Write one FileEdit on the host, then re-read and re-parse it. Raises ActError (one line)."""
     script = write_script(edit, root=root, crash_before_rename=crash_before_rename)
     res = host.run(script, input=edit.after, timeout=120)
     if res.rc != 0 or not res.stdout.startswith(_OK.encode()):
-        lines = [ln for ln in res.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-        msg = next((ln for ln in reversed(lines) if ln.startswith("bsdcrypt-write: ")), None)
-        if msg:
-            raise ActError(msg.removeprefix("bsdcrypt-write: "))
-        detail = lines[-1] if lines else f"exit status {res.rc}"
-        raise ActError(f"writing {edit.path} failed: {detail}")
+        raise ActError(_fail_line(res, f"writing {edit.path}"))
     head, _, content = res.stdout.partition(b"\n")
     backup = head.decode("utf-8", "replace")[len(_OK) + 1 :].strip()
     if content != edit.after:
         raise ActError(f"{edit.path} does not read back as written; the backup is {backup}")
     return WriteResult(edit.path, None if backup in ("", "-") else backup)
+
+
+def undo_write(host: Host, edit: FileEdit, result: WriteResult, *, root: str = "") -> None:
+    """Put back what `safe_write` replaced (its backup), or remove the file it created; only if the
+    file still holds exactly what it wrote. Raises ActError (one line)."""
+    body = _UNDO
+    script = _locked(
+        body, edit.path, existed=edit.existed, cksum=posix_cksum(edit.after), root=root, backup=result.backup or ""
+    )
+    res = host.run(script, timeout=120)
+    if res.rc != 0 or not res.stdout.startswith(_OK.encode()):
+        raise ActError(_fail_line(res, f"undoing the change to {edit.path}"))
 
 
 # ---- kldload and verification ----------------------------------------------------------------------
@@ -394,6 +518,10 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
         out.lines.append(line)
         echo(line)
 
+    # Every file is checked before anything is done (kldload included): a permission, ownership or
+    # read-only problem with any of them changes nothing.
+    check_writable(host, [w.edit for w in plan.writes], root=root)
+    done: list[tuple[FileEdit, WriteResult]] = []
     for action in plan.actions:
         if isinstance(action, RunCommand):
             if action.check == "kldload":
@@ -408,10 +536,29 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
                     )
                 say(f"ran {' '.join(action.argv)}")
         elif isinstance(action, WriteFile):
-            result = safe_write(host, action.edit, root=root)
+            try:
+                result = safe_write(host, action.edit, root=root)
+            except ActError as exc:
+                if not done:
+                    raise
+                raise ActError(f"{exc}; {_roll_back(host, done, root)}") from exc
+            done.append((action.edit, result))
             out.writes.append(result)
             backup = f" (backup: {result.backup})" if result.backup else " (new file)"
             say(f"wrote {result.path}{backup}")
         elif isinstance(action, Note | Refuse):
             continue
     return out
+
+
+def _roll_back(host: Host, done: list[tuple[FileEdit, WriteResult]], root: str) -> str:
+    """Undo the writes of this run, last first: all the files of one run change, or none. One line."""
+    undone: list[str] = []
+    for edit, result in reversed(done):
+        try:
+            undo_write(host, edit, result, root=root)
+        except ActError as exc:
+            left = ", ".join(f"{r.path} (backup: {r.backup or 'none, it was created'})" for _, r in done)
+            return f"undoing the earlier changes failed too ({exc}); restore by hand: {left}"
+        undone.append(edit.path)
+    return "put back " + ", ".join(reversed(undone)) + " as it was: the loader configuration is unchanged"

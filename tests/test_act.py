@@ -413,3 +413,257 @@ def read_root_system_of(root: Path) -> tuple[str | None, str | None, str | None]
 
     s = read_root_system(LocalHost(), str(root))
     return s.release, s.arch, s.variant
+
+
+# ---- owner kept, all-or-nothing, read-only file systems, the lock ---------------------------------
+
+needs_nobody = pytest.mark.skipif(
+    os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs setpriv when root"
+)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+
+
+def traversable_root() -> Path:
+    """A --root that the unprivileged user can reach (pytest's tmp dirs are 0700)."""
+    root = Path(tempfile.mkdtemp(prefix="bsdcrypt-act-"))
+    os.chmod(root, 0o755)
+    (root / "boot" / "loader.conf.d").mkdir(parents=True)
+    os.chmod(root / "boot", 0o755)
+    os.chmod(root / "boot" / "loader.conf.d", 0o755)
+    return root
+
+
+def tree(root: Path) -> dict[str, tuple[bytes, int, int, int, int]]:
+    """Every file under root: bytes, mode, uid, gid, mtime (ns), lock files left out."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name != ".bsdcrypt.lock":
+            st = p.stat()
+            out[str(p.relative_to(root))] = (p.read_bytes(), st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns)
+    return out
+
+
+def enable_plan(root: Path, release: str | None = None) -> object:
+    inp = PlanInput(driver="aesni", state="loaded", attached=True, accelerates_aes=True, root_release=release)
+    return plan_enable(inp, read_loader_files(LocalHost(), str(root)), persist=True, root=str(root), force=True)
+
+
+@needs_root
+def test_owner_group_and_mode_are_kept(root: Path) -> None:
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n", 0o640)
+    os.chown(conf, 1234, 4321)
+    (edit,) = set_yes(read_loader_files(LocalHost(), str(root)), root=str(root))
+    result = safe_write(LocalHost(), edit)
+    for p in (conf, Path(result.backup or "")):
+        st = p.stat()
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1234, 4321, 0o640), p
+    assert Path(result.backup or "").read_bytes() == b"a=1\n"
+
+
+@needs_nobody
+@pytest.mark.parametrize(
+    ("owner", "mode", "message"),
+    [
+        ((0, 0), 0o666, "cannot keep the owner of {conf} (uid 0) writing as uid 65534: run as root"),
+        ((65534, 0), 0o666, "cannot keep the group of {conf} (gid 0): uid 65534 is not a member; run as root"),
+        # a read-only file of that user: the real file is named, not the temporary one
+        ((65534, 65534), 0o444, "cannot write {conf}: permission denied (run as root?)"),
+    ],
+    ids=["owner", "group", "read-only-file"],
+)
+def test_a_user_who_cannot_keep_owner_group_or_mode_changes_nothing(
+    owner: tuple[int, int], mode: int, message: str
+) -> None:
+    """`cp -p` run by a user who is not root silently gives the copy that user's owner: refuse first."""
+    root = traversable_root()
+    try:
+        os.chmod(root / "boot", 0o777)  # the directory is writable for nobody: only the file's owner stops it
+        conf = root / "boot" / "loader.conf"
+        write(conf, b"a=1\n", mode)
+        os.chown(conf, *owner)
+        before = tree(root)
+        host = NobodyHost()
+        plan = enable_plan(root)
+        with pytest.raises(ActError) as exc:
+            perform(host, plan, root=str(root))  # type: ignore[arg-type]
+        assert str(exc.value) == message.format(conf=conf) + "; nothing changed"
+        assert tree(root) == before and not list((root / "boot").glob(".loader.conf.bsdcrypt.*"))
+        # the write itself checks too (if the file changed hands after the check): nothing replaced
+        if mode == 0o666:
+            (edit,) = plan.writes  # type: ignore[attr-defined]
+            with pytest.raises(ActError, match="cannot keep the owner, group and mode of"):
+                safe_write(host, edit.edit, root=str(root))
+            assert tree(root) == before
+    finally:
+        shutil.rmtree(root)
+
+
+@needs_nobody
+def test_several_files_are_checked_before_any_is_written() -> None:
+    """QA: loader.conf.d writable by nobody, boot/ not: x.conf must not be rewritten before
+    loader.conf.local fails."""
+    root = traversable_root()
+    try:
+        d = root / "boot" / "loader.conf.d"
+        write(d / "x.conf", b'aesni_load="no"\n')
+        write(root / "boot" / "loader.conf.local", b'aesni_load="NO"\n')
+        os.chown(d, 65534, 65534)
+        os.chown(d / "x.conf", 65534, 65534)
+        before = tree(root)
+        plan = enable_plan(root, "13.2-RELEASE")
+        assert [w.edit.path for w in plan.writes] == [str(d / "x.conf"), str(root / "boot/loader.conf.local")]  # type: ignore[attr-defined]
+        with pytest.raises(ActError) as exc:
+            perform(NobodyHost(), plan, root=str(root))  # type: ignore[arg-type]
+        assert str(exc.value) == (
+            f"cannot write in {root}/boot: permission denied or read-only file system (run as root?); "
+            "nothing changed"
+        )
+        assert tree(root) == before
+    finally:
+        shutil.rmtree(root)
+
+
+class SabotageHost(LocalHost):
+    """Changes files behind bsdcrypt's back after its Nth write script (a failure in the middle)."""
+
+    def __init__(self, after_writes: int, sabotage: list[tuple[Path, bytes]]) -> None:
+        super().__init__()
+        self.after_writes = after_writes
+        self.sabotage = sabotage
+        self.writes = 0
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        res = super().run(command, input=input, timeout=timeout)
+        if "bsdcrypt.bsdcrypt-" not in command and ".bsdcrypt-$(date" in command:  # a write script
+            self.writes += 1
+            if self.writes == self.after_writes:
+                for path, data in self.sabotage:
+                    path.write_bytes(data)
+        return res
+
+
+def test_a_failure_in_the_middle_of_several_files_undoes_the_earlier_ones(root: Path) -> None:
+    d = root / "boot" / "loader.conf.d"
+    write(d / "x.conf", b'aesni_load="no"\r\n', 0o640)
+    local = root / "boot" / "loader.conf.local"
+    write(local, b'aesni_load="NO"\n')
+    os.utime(d / "x.conf", ns=(1_000_000_000, 1_000_000_000))
+    before = tree(root)
+    plan = enable_plan(root, "13.2-RELEASE")
+    # after x.conf is written, someone edits loader.conf.local: its write stops (changed since read)
+    host = SabotageHost(1, [(local, b'aesni_load="NO" # edited meanwhile\n')])
+    with pytest.raises(ActError) as exc:
+        perform(host, plan, root=str(root))  # type: ignore[arg-type]
+    msg = str(exc.value)
+    assert msg == (
+        f"{local} changed since bsdcrypt read it; nothing written, run again; "
+        f"put back {d / 'x.conf'} as it was: the loader configuration is unchanged"
+    )
+    after = tree(root)
+    assert after.pop("boot/loader.conf.local")[0] == b'aesni_load="NO" # edited meanwhile\n'
+    before.pop("boot/loader.conf.local")
+    assert after == before  # x.conf: same bytes, mode, owner and mtime (the backup renamed back); no backups
+
+
+def test_when_the_undo_fails_too_it_says_where_the_backups_are(root: Path) -> None:
+    d = root / "boot" / "loader.conf.d"
+    write(d / "x.conf", b'aesni_load="no"\n')
+    local = root / "boot" / "loader.conf.local"
+    write(local, b'aesni_load="NO"\n')
+    plan = enable_plan(root, "13.2-RELEASE")
+    host = SabotageHost(1, [(local, b"changed\n"), (d / "x.conf", b"changed too\n")])
+    with pytest.raises(ActError) as exc:
+        perform(host, plan, root=str(root))  # type: ignore[arg-type]
+    msg = str(exc.value)
+    (bak,) = backups(d)
+    assert "\n" not in msg and "undoing the earlier changes failed too" in msg
+    assert f"{d / 'x.conf'} changed since bsdcrypt wrote it; left as it is (the original is {bak})" in msg
+    assert bak.read_bytes() == b'aesni_load="no"\n' and (d / "x.conf").read_bytes() == b"changed too\n"
+
+
+def test_the_check_runs_before_kldload() -> None:
+    inp = PlanInput(driver="aesni", state="not-loaded", cpu_aes=True, is_root=True, persisted=False)
+    plan = plan_enable(inp, [("/boot/loader.conf", b"")], persist=True)
+    host = FakeHost({"me=$(id -u)": RunResult(0, b"cannot write in /boot: read-only file system (or an immutable flag)\n")})
+    with pytest.raises(ActError, match="^cannot write in /boot: read-only file system .*; nothing changed$"):
+        perform(host, plan)
+    assert len(host.commands) == 1 and "kldload" not in host.commands[0]
+
+
+def _ro_mount_works(path: Path) -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    r = subprocess.run(
+        ["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" "$1"', "sh", str(path)],
+        capture_output=True,
+        check=False,
+    )
+    return r.returncode == 0
+
+
+class ReadOnlyHost(LocalHost):
+    """Runs each command in a private mount namespace where `ro` is bind-mounted read-only (a real
+    EROFS, never visible outside the namespace)."""
+
+    def __init__(self, ro: Path) -> None:
+        super().__init__()
+        self.ro = ro
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        wrapped = (
+            "exec unshare -m sh -c 'mount --bind \"$1\" \"$1\" && mount -o remount,ro,bind \"$1\" \"$1\" && "
+            f"exec /bin/sh -c \"$2\"' sh {_sq(str(self.ro))} {_sq(command)}"
+        )
+        return super().run(wrapped, input=input, timeout=timeout)
+
+
+@pytest.mark.parametrize("what", ["root", "loader.conf.d"])
+def test_a_read_only_file_system_is_one_line_and_changes_nothing(root: Path, what: str) -> None:
+    if not _ro_mount_works(root):
+        pytest.skip("no private read-only bind mount here (needs root and unshare)")
+    write(root / "boot" / "loader.conf.d" / "x.conf", b'aesni_load="NO"\n')
+    write(root / "boot" / "loader.conf.local", b'aesni_load="NO"\n')
+    before = tree(root)
+    ro = root if what == "root" else root / "boot" / "loader.conf.d"
+    plan = enable_plan(root, "13.2-RELEASE")
+    with pytest.raises(ActError) as exc:
+        perform(ReadOnlyHost(ro), plan, root=str(root))  # type: ignore[arg-type]
+    more = " (and 1 more)" if what == "root" else ""  # both files are on it: the first is named
+    d = root / "boot" / "loader.conf.d"
+    assert str(exc.value) == f"cannot write in {d}: read-only file system (or an immutable flag){more}; nothing changed"
+    assert tree(root) == before
+
+
+def test_the_lock_serializes_two_runs(root: Path) -> None:
+    """Two runs planned from the same content: while another holds the lock neither writes; then the
+    first writes and the second finds the file changed and writes nothing."""
+    import fcntl
+    import threading
+
+    if shutil.which("lockf") is None and shutil.which("flock") is None:
+        pytest.skip("neither lockf nor flock")
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    (edit,) = set_yes(read_loader_files(LocalHost(), str(root)), root=str(root))
+    outcomes: list[str] = []
+
+    def run() -> None:
+        try:
+            safe_write(LocalHost(), edit, root=str(root))
+            outcomes.append("wrote")
+        except ActError as exc:
+            outcomes.append(str(exc))
+
+    with open(root / "boot" / ".bsdcrypt.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        threads = [threading.Thread(target=run) for _ in range(2)]
+        for t in threads:
+            t.start()
+        threads[0].join(1.0)
+        assert conf.read_bytes() == b"a=1\n" and not backups(root / "boot") and outcomes == []
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    for t in threads:
+        t.join(60)
+    assert sorted(outcomes) == sorted(["wrote", f"{conf} changed since bsdcrypt read it; nothing written, run again"])
+    assert conf.read_bytes() == edit.after and len(backups(root / "boot")) == 1
