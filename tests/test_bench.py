@@ -76,7 +76,8 @@ Consumers:
 """
 
 # Failure outputs of each command, from the FreeBSD sources (mdconfig.c err()/errx(),
-# g_eli_ctl.c gctl_error() as printed by geom(8), fio's open error line).
+# g_eli_ctl.c gctl_error() as printed by geom(8), geom.c std_list() errx() for a missing
+# instance, fio's open error line). {dev} is the device the failing command names.
 FAILURES: dict[str, tuple[int, str]] = {
     "id": (127, "sh: id: not found\n"),
     "fio-version": (127, "sh: fio: not found\n"),
@@ -87,11 +88,11 @@ FAILURES: dict[str, tuple[int, str]] = {
     "mdconfig-attach": (1, "mdconfig: ioctl(/dev/mdctl): Cannot allocate memory\n"),
     "mdconfig-detach": (1, "mdconfig: ioctl(/dev/mdctl): Device busy\n"),
     "geli-onetime": (1, "geli: Invalid sector size.\n"),
-    "geli-list": (1, "geli: No such geom: md0.eli.\n"),
-    "geli-detach": (1, "geli: Cannot destroy device md0.eli (error=16).\n"),
+    "geli-list": (1, "geli: Class 'ELI' does not have an instance named '{dev}'.\n"),
+    "geli-detach": (1, "geli: Cannot destroy device {dev} (error=16).\n"),
     "fio": (
         1,
-        "fio: pid=4242, err=1/file:filesetup.c:805, func=open(/dev/md0.eli), error=Operation not permitted\n",
+        "fio: pid=4242, err=1/file:filesetup.c:805, func=open(/dev/{dev}), error=Operation not permitted\n",
     ),
     "state-read": (1, "cat: /var/run/bsdcrypt-bench.units: No such file or directory\n"),
     "state-write": (2, "sh: cannot create /var/run/bsdcrypt-bench.units: Read-only file system\n"),
@@ -102,8 +103,30 @@ FAILURES: dict[str, tuple[int, str]] = {
 @dataclass
 class Md:
     type: str
-    size: str
+    size: str  # as given to mdconfig -s: "1024m"
     label: str | None
+
+
+def _bytes(size: str) -> int:
+    return int(size[:-1]) << {"k": 10, "m": 20, "g": 30}[size[-1].lower()]
+
+
+def humanize(n: int) -> str:
+    """libutil humanize_number(buf, 6, n, "", HN_AUTOSCALE, HN_B | HN_NOSPACE | HN_DECIMAL), as
+    mdconfig.c md_prthumanval() calls it (lib/libutil/humanize_number.c, 1024-based)."""
+    prefixes = ["B", "K", "M", "G", "T", "P", "E"]
+    divisor, deccut = 1024, 973
+    maxv = 10 ** (6 - 2)  # len 6 - baselen 2 (one digit, one prefix letter)
+    i, remainder = 0, 0
+    while (n >= maxv or (n == maxv - 1 and (remainder >= deccut or remainder >= divisor // 2))) and i < 7:
+        remainder = n % divisor
+        n //= divisor
+        i += 1
+    if ((n == 9 and remainder < deccut) or n < 9) and i > 0:
+        s1 = n + (remainder * 10 + divisor // 2) // divisor // 10
+        s2 = ((remainder * 10 + divisor // 2) // divisor) % 10
+        return f"{s1}.{s2}{prefixes[i]}"
+    return f"{n + (remainder + divisor // 2) // divisor}{prefixes[i]}"
 
 
 @dataclass
@@ -121,12 +144,14 @@ class ScriptedHost:
     interrupt_after: bool = False  # ... after the command took effect instead of before
     fio_holds_open: bool = False  # an interrupted fio keeps the device open (needs -f / force)
     stuck: set[str] = field(default_factory=set)  # devices that refuse to go away, even forced
+    onetime_silently_fails: bool = False  # geli onetime exits 0 but no provider appears
     name: str = "scripted"
     spec: str = "scripted"
 
     commands: list[str] = field(default_factory=list)
     md: dict[str, Md] = field(default_factory=dict)
     eli: set[str] = field(default_factory=set)
+    eli_keylen: dict[str, int] = field(default_factory=dict)
     open_devs: set[str] = field(default_factory=set)
     created: list[str] = field(default_factory=list)
     destroyed: list[str] = field(default_factory=list)
@@ -179,11 +204,21 @@ class ScriptedHost:
             raise KeyboardInterrupt
         if self.fail_at == n:
             rc, err = FAILURES[kind]
-            return RunResult(rc, b"", err.encode())
+            return RunResult(rc, b"", err.format(dev=self.device_of(kind, command)).encode())
         result = self._execute(kind, command)
         if self.interrupt_at == n and self.interrupt_after:
             raise KeyboardInterrupt
         return result
+
+    @staticmethod
+    def device_of(kind: str, command: str) -> str:
+        """The device a command names (for failure messages that quote it)."""
+        argv = shlex.split(command.removeprefix("exec "))
+        if kind == "fio":
+            return next(a for a in argv if a.startswith("--filename=")).split("=", 1)[1].removeprefix("/dev/")
+        if kind in ("geli-list", "geli-detach", "geli-onetime"):
+            return argv[-1]
+        return ""
 
     def _ok(self, out: str = "") -> RunResult:
         return RunResult(0, out.encode(), b"")
@@ -207,19 +242,25 @@ class ScriptedHost:
             lines = []
             for unit in sorted(self.md, key=lambda u: int(u[2:])):
                 m = self.md[unit]
+                size = humanize(_bytes(m.size))
                 if self.label_support:
-                    lines.append(f"{unit}\t{m.type}\t{m.size:>6}\t-\t{m.label or '-'}\tcompress\n")
+                    lines.append(f"{unit}\t{m.type}\t{size:>6}\t-\t{m.label or '-'}\tcompress\n")
                 else:
-                    lines.append(f"{unit}\t{m.type}\t{m.size:>6}\n")
+                    lines.append(f"{unit}\t{m.type}\t{size:>6}\n")
             return self._ok("".join(lines))
         if kind == "mdconfig-attach":
             if "-L" in argv and not self.label_support:
                 return self._err(1, "mdconfig: illegal option -- L\nusage: mdconfig -a -t type [-n] ...\n")
-            unit = next(f"md{i}" for i in range(100) if f"md{i}" not in self.md)
+            if "-u" in argv:  # explicit unit: EBUSY if it exists (md.c mdnew), prints nothing
+                unit = "md" + argv[argv.index("-u") + 1]
+                if unit in self.md:
+                    return self._err(1, "mdconfig: ioctl(/dev/mdctl): Device busy\n")
+            else:
+                unit = next(f"md{i}" for i in range(100) if f"md{i}" not in self.md)
             label = argv[argv.index("-L") + 1] if "-L" in argv else None
             self.md[unit] = Md(argv[argv.index("-t") + 1], argv[argv.index("-s") + 1], label)
             self.created.append(unit)
-            return self._ok(f"{unit}\n")
+            return self._ok("" if "-u" in argv else f"{unit}\n")
         if kind == "mdconfig-detach":
             unit = "md" + argv[argv.index("-u") + 1]
             if unit not in self.md:
@@ -235,14 +276,17 @@ class ScriptedHost:
             md = argv[-1]
             if md not in self.md or f"{md}.eli" in self.eli:
                 return self._err(1, f"geli: Provider {md} is invalid.\n")
+            if self.onetime_silently_fails:
+                return self._ok()
             self.eli.add(f"{md}.eli")
+            self.eli_keylen[f"{md}.eli"] = int(argv[argv.index("-l") + 1]) if "-l" in argv else 128
             self.created.append(f"{md}.eli")
             return self._ok()  # geli onetime prints nothing on success
         if kind == "geli-list":
             eli = argv[-1]
-            if eli not in self.eli:
-                return self._err(1, f"geli: No such geom: {eli}.\n")
-            keylen = argv[argv.index("-l") + 1] if "-l" in argv else "128"
+            if eli not in self.eli:  # sbin/geom/core/geom.c std_list(): errx(EXIT_FAILURE, ...)
+                return self._err(1, f"geli: Class 'ELI' does not have an instance named '{eli}'.\n")
+            keylen = self.eli_keylen.get(eli, 128)
             return self._ok(GELI_LIST.format(eli=eli, md=eli[:-4], keylen=keylen, crypto=self.crypto))
         if kind == "geli-detach":
             eli = argv[-1]
@@ -565,3 +609,59 @@ def test_parsers_of_host_output() -> None:
     old = parse_mdconfig_list("md0\tswap\t  1.0G\n")
     assert old[0].label is None and old[0].type == "swap"
     assert [e.name for e in parse_mdconfig_list("md0 md3 \n")] == ["md0", "md3"]
+
+
+# --------------------------------------------------------------------------- realism of the scripted host
+
+
+def test_humanize_matches_mdconfig_lengths() -> None:
+    assert [humanize(_bytes(s)) for s in ("64m", "512m", "1024m", "1000m", "2g")] == [
+        "64M", "512M", "1024M", "1000M", "2048M"
+    ]
+    assert humanize(10000 << 20) == "9.8G" and humanize(16 << 30) == "16G"
+
+
+def test_keylen_256_reaches_geli_and_the_result() -> None:
+    host = ScriptedHost()
+    result = measure(host, BenchParams(keylen=256, ceiling=False, directions=("write",)))
+    assert "geli onetime -e AES-XTS -l 256 -s 4096 md1" in host.commands
+    assert result.geli_keylength == 256 and result.to_record()["geli"]["key_length"] == 256
+
+
+def test_a_provider_that_never_appeared_fails_geli_list_with_freebsds_message() -> None:
+    host = ScriptedHost(onetime_silently_fails=True)
+    with pytest.raises(BenchError) as info:
+        measure(host, PARAMS)
+    assert info.value.step == bench.ST_GELI_LIST
+    assert "Class 'ELI' does not have an instance named 'md1.eli'." in str(info.value)
+    assert host.leaked() == []
+
+
+def test_failure_messages_name_the_device_of_the_run() -> None:
+    idx = next(i for i, c in enumerate(HAPPY) if c.startswith("exec fio ") and ".eli" in c)
+    host = ScriptedHost(fail_at=idx)
+    with pytest.raises(BenchError) as info:
+        measure(host, PARAMS)
+    assert "func=open(/dev/md1.eli)" in str(info.value) and "md0" not in str(info.value)
+
+
+def test_fio_json_without_disk_util_as_freebsd_prints_it() -> None:
+    from bsdcrypt.parsers.fio import parse
+
+    text = _fixture_body("fio-3.33-debian-posixaio-tmpfs-no-disk-util.txt")
+    assert "disk_util" not in text
+    r = parse(text)
+    assert not r.has_disk_util
+    w = r.direction("write")
+    assert w is not None and w.bw_bytes > 0
+
+    class NoDiskUtilHost(ScriptedHost):
+        def _execute(self, kind: str, command: str) -> RunResult:
+            if kind == "fio" and "--rw=write" in command:
+                super()._execute(kind, command)
+                return self._ok(text)
+            return super()._execute(kind, command)
+
+    result = measure(NoDiskUtilHost(), BenchParams(directions=("write",)))
+    g = result.get("geli", "write")
+    assert g is not None and g.median_bw == pytest.approx(w.bw_bytes)
