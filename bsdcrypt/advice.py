@@ -73,6 +73,20 @@ def aes_family(model: str | None) -> str | None:
     return next((family for family, pattern in _AES_FAMILIES if pattern.search(model)), None)
 
 
+def kernel_aes_users(status: Status) -> str:
+    """The kernel's AES consumers on this release: KTLS arrived in 13.0, and ZFS native encryption with
+    OpenZFS in base in 13.0 (TrueNAS 12 already shipped OpenZFS 2.0); GELI and IPsec exist throughout."""
+    major = status.os.major
+    modern = major is None or major >= 13
+    users = ["GELI"]
+    if modern or status.os.variant == "truenas":
+        users.append("ZFS encryption")
+    users.append("IPsec")
+    if modern:
+        users.append("KTLS")
+    return ", ".join(users)
+
+
 def persist_remedy(status: Status) -> str:
     driver = status.driver.name or "aesni"
     setting = APPLIANCE_SETTING.get(status.os.variant)
@@ -133,12 +147,21 @@ def findings(s: Status) -> list[Finding]:
             remedy = f"kldload {d.name} now; to keep it: " + persist_remedy(s)
         if s.os.variant in APPLIANCE_SETTING:
             remedy = APPLIANCE_SETTING[s.os.variant]
+        if cpu.aesni is None:
+            what = (
+                f"kernel AES ({kernel_aes_users(s)}) may run in software: whether the CPU has AES instructions "
+                f"is unknown (dmesg.boot shows no CPU flags){consumers}."
+            )
+            remedy = "Check the CPU first (`grep -w AESNI /var/run/dmesg.boot`, or `dmesg`); if it has AES-NI: " + (
+                remedy
+            )
+        else:
+            what = f"kernel AES ({kernel_aes_users(s)}) runs in software{consumers}."
         out.append(
             Finding(
                 "driver-not-loaded",
                 severity,  # type: ignore[arg-type]
-                f"{d.name}.ko is on disk but not loaded: kernel AES (GELI, ZFS, IPsec, KTLS) runs in "
-                f"software{consumers}.",
+                f"{d.name}.ko is on disk but not loaded: {what}",
                 remedy,
             )
         )
@@ -232,6 +255,26 @@ def findings(s: Status) -> list[Finding]:
                     )
                 )
     for g in s.geli:
+        crypto = (g.crypto or "").strip()
+        if crypto.lower() not in GELI_CRYPTO and (g.encryption is None or _aes(g.encryption)):
+            if crypto.upper() == "UNKNOWN":
+                why = (
+                    "reports `Crypto: UNKNOWN`: GELI had not chosen an OCF driver for it yet (G_ELI_CRYPTO_UNKNOWN, "
+                    "the state before its first crypto session)"
+                )
+            elif not crypto:
+                why = "shows no `Crypto:` line in `geli list`"
+            else:
+                why = f"reports an unrecognized `Crypto: {crypto}`"
+            out.append(
+                Finding(
+                    "geli-crypto-unknown",
+                    "unknown",
+                    f"GELI provider {g.name} {why}, so whether it uses AES acceleration cannot be told.",
+                    f"Run `geli list {g.name}` again; if it still says so, detach and re-attach it (root or swap: "
+                    "reboot) and check `dmesg | grep GEOM_ELI` for errors.",
+                )
+            )
         if g.accelerated is False and g.authentication and g.accelerable is False and _aes(g.encryption):
             out.append(
                 Finding(
@@ -244,6 +287,11 @@ def findings(s: Status) -> list[Finding]:
                 )
             )
     return out
+
+
+# The Crypto values g_eli_dumpconf prints for a provider with a chosen driver (sys/geom/eli/g_eli.c);
+# its default branch prints UNKNOWN.
+GELI_CRYPTO = frozenset({"hardware", "software", "accelerated software"})
 
 
 def _aes(encryption: str | None) -> bool:

@@ -403,7 +403,10 @@ def _geli_infos(providers: list[GeliProvider], status: Status) -> list[GeliInfo]
     out: list[GeliInfo] = []
     for p in providers:
         crypto = (p.crypto or "").lower() or None
-        accelerated = None if crypto in (None, "unknown") else crypto in ("hardware", "accelerated software")
+        # g_eli_dumpconf prints hardware, software, accelerated software, or UNKNOWN (no driver chosen yet);
+        # anything else cannot be judged either.
+        known = crypto in ("hardware", "software", "accelerated software")
+        accelerated = crypto in ("hardware", "accelerated software") if known else None
         accelerable = _accelerable(p, algos)
         out.append(
             GeliInfo(

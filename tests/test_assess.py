@@ -286,3 +286,49 @@ def test_aes_ni_switched_off_in_the_firmware_of_a_cpu_that_has_it() -> None:
 def test_a_cpu_without_aes_ni_stays_an_info() -> None:
     s = status_of(ReplayHost.from_file(HOSTS / "opnsense-22.1-core2-e7400-no-aes-builtin.yaml"))
     assert [f.id for f in s.findings] == ["cpu-no-aesni"] and s.verdict == "ok"
+
+
+def test_kernel_aes_users_follow_the_release() -> None:
+    from bsdcrypt.advice import kernel_aes_users
+    from bsdcrypt.status import OSInfo, Status
+
+    def users(major: int | None, variant: str = "freebsd") -> str:
+        return kernel_aes_users(Status(host="h", source="s", os=OSInfo(variant=variant, major=major)))
+
+    assert users(11) == users(12) == "GELI, IPsec"  # no KTLS, no ZFS native encryption before 13.0
+    assert users(13) == users(15) == "GELI, ZFS encryption, IPsec, KTLS"
+    assert users(12, "truenas") == "GELI, ZFS encryption, IPsec"  # TrueNAS 12 ships OpenZFS 2.0
+    s = status_of(ReplayHost.from_file(HOSTS / "freebsd-12.2-bhyve-not-loaded-overridden.yaml"))
+    assert "KTLS" not in s.findings[0].message and "(GELI, IPsec)" in s.findings[0].message
+
+
+def test_driver_not_loaded_with_unknown_cpu_says_it_may_run_in_software() -> None:
+    from bsdcrypt.recording import load
+
+    ev = load(HOSTS / "pfsense-2.4.5-celeron-j3160-not-loaded.yaml")[1]
+    ev.steps["file:/var/run/dmesg.boot"] = Step(0, b"")  # a dmesg.boot that kept no CPU lines
+    s = assess(ev, "h", "test")
+    assert s.cpu.aesni is None
+    f = s.findings[0]
+    assert f.id == "driver-not-loaded" and "may run in software" in f.message and "runs in software" not in f.message
+    assert f.remedy.startswith("Check the CPU first")
+
+
+@pytest.mark.parametrize(
+    ("crypto_line", "expected"),
+    [
+        ("Crypto: UNKNOWN", "reports `Crypto: UNKNOWN`"),  # g_eli_dumpconf's default branch
+        ("Crypto: quantum", "unrecognized `Crypto: quantum`"),
+        ("", "shows no `Crypto:` line"),
+    ],
+)
+def test_geli_crypto_that_is_not_a_known_value_is_an_unknown_finding(crypto_line: str, expected: str) -> None:
+    from bsdcrypt.recording import load
+
+    ev = load(HOSTS / "freebsd-14.0-current-ryzen-v1202b-builtin.yaml")[1]
+    text = _geli_list_with_auth(None).decode().replace("Crypto: software\n", crypto_line + "\n" if crypto_line else "")
+    ev.steps["geli_list"] = Step(0, text.encode())
+    s = assess(ev, "h", "test")
+    unknown = [f for f in s.findings if f.id == "geli-crypto-unknown"]
+    assert len(unknown) == 1 and expected in unknown[0].message and "ada1p1.eli" in unknown[0].message
+    assert s.verdict == "unknown"
