@@ -1,10 +1,19 @@
-"""The run context: the OpenSSH client config applied to a host (`Target`), and key files."""
+"""The run context: the OpenSSH client config applied to a host (`Target`), and key files.
+
+paramiko's SSHConfig does not know `Include`; `read_config` expands it the way ssh_config(5) defines
+it before paramiko parses the text (see `read_config`).
+"""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import getpass
+import glob
+import io
 import os
+import re
+import shlex
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +52,14 @@ class Target:
     def known_hosts_name(self) -> str:
         return known_hosts_name(self.host_key_alias or self.hostname, self.port)
 
+    def identity(self) -> tuple[object, ...]:
+        """Everything that decides the connection, for duplicate detection: two hosts-file lines with
+        the same identity make the very same connection (the alias itself is left out; the host name
+        is compared without case, as DNS does)."""
+        values = [tuple(v) if isinstance(v, list) else v for v in dataclasses.astuple(self)[1:]]
+        values[0] = str(values[0]).lower()
+        return tuple(values)
+
 
 def _expand_path(path: str, target: dict[str, str]) -> str:
     if "%" not in path:  # nothing to substitute (the common case): skip the token table
@@ -51,6 +68,135 @@ def _expand_path(path: str, target: dict[str, str]) -> str:
                          ("%r", target["r"]), ("%u", target["u"]), ("%%", "%")):
         path = path.replace(token, value)
     return os.path.expanduser(path)
+
+
+def _percent_expand(value: str, tokens: dict[str, str], what: str) -> str:
+    """ssh's percent_expand: one pass, so a value's own `%` never expands again; unknown tokens are errors."""
+
+    def one(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key not in tokens:
+            raise SSHError("config", f"{what}: unknown token %{key} (allowed: "
+                           + ", ".join("%" + k for k in tokens) + ")")
+        return tokens[key]
+
+    if value.endswith("%") and not value.endswith("%%"):
+        raise SSHError("config", f"{what}: a lone % at the end")
+    return re.sub(r"%(.)", one, value)
+
+
+# -- Include (paramiko's SSHConfig has none)
+
+INCLUDE_MAX_DEPTH = 16  # OpenSSH's READCONF_MAX_DEPTH
+USER_CONFIG_DIR = "~/.ssh"
+SYSTEM_CONFIG_DIR = "/etc/ssh"
+_KEYWORD = re.compile(r"^\s*(\w+)(?:\s*=\s*|\s+)(.*?)\s*$")
+_NO_PARAM = ("all", "canonical", "final")
+
+Clause = tuple[str, str]  # ("host" | "match", the rest of the line)
+
+
+def read_config(path: str, user_config: bool = True) -> str:
+    """The text of an ssh_config file with its `Include` directives expanded, for paramiko to parse.
+
+    As in ssh_config(5): each argument of Include is a glob(7) pattern (`~` allowed in user configs
+    only); a relative one is taken from ~/.ssh for a user config (including `-F`/--ssh-config) and
+    from /etc/ssh for the system one; the matches are read in lexical order; a pattern matching
+    nothing is skipped. Include may sit inside a Host or Match block: the included file then applies
+    only when that block does (its own Host/Match blocks apply when both match), and after it the
+    including block goes on. Includes nest at most 16 deep (OpenSSH's limit).
+
+    The expanded text is flat: an included Host/Match block under an outer one becomes one `Match`
+    line with both conditions (`Host` patterns as `originalhost`, which is what Host matches), and
+    the outer block's line is repeated after the included text. (A repeated `Match` is evaluated
+    again there, so a `Match host`/`exec` after an included HostName could differ from ssh, which
+    keeps the first result; plain `Host` blocks are unaffected.)
+    """
+    return "\n".join(_expand(path, user_config, [], 0)) + "\n"
+
+
+def _read_text(path: str, where: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise SSHError("config", f"cannot read ssh config {path}{where}: {why}") from exc
+
+
+def _expand(path: str, user_config: bool, outer: list[Clause], depth: int, where: str = "") -> list[str]:
+    if depth > INCLUDE_MAX_DEPTH:
+        raise SSHError("config", f"ssh config includes nested more than {INCLUDE_MAX_DEPTH} deep{where} "
+                       "(an Include loop?)")
+    text = _read_text(path, where)
+    if depth == 0 and "include" not in text.lower():
+        return text.splitlines()
+    out: list[str] = []
+    local: Clause | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _KEYWORD.match(line)
+        if m is None or line.lstrip().startswith("#"):
+            out.append(line)
+            continue
+        key = m.group(1).lower()
+        if key in ("host", "match"):
+            local = (key, m.group(2))
+            out.append(_header(outer + [local], path, number) if outer else line)
+            continue
+        if key != "include":
+            out.append(line)
+            continue
+        here = f" (Include at {path} line {number})"
+        cond = outer + ([local] if local is not None else [])
+        try:
+            patterns = shlex.split(m.group(2), comments=True)
+        except ValueError as exc:
+            raise SSHError("config", f"{path} line {number}: bad Include: {exc}") from exc
+        if not patterns:
+            raise SSHError("config", f"{path} line {number}: Include needs a file name")
+        included = False
+        for pattern in patterns:
+            for name in _include_files(pattern, user_config, path, number):
+                out += _expand(name, user_config, cond, depth + 1, here)
+                included = True
+        if included:
+            out.append(_header(cond, path, number))  # back in the including block
+    return out
+
+
+def _include_files(pattern: str, user_config: bool, path: str, number: int) -> list[str]:
+    if pattern.startswith("~") and not user_config:
+        raise SSHError("config", f"{path} line {number}: bad include path {pattern} (~ only in user configs)")
+    if not os.path.isabs(pattern) and not pattern.startswith("~"):
+        pattern = os.path.join(USER_CONFIG_DIR if user_config else SYSTEM_CONFIG_DIR, pattern)
+    pattern = os.path.expanduser(pattern)
+    return [p for p in sorted(glob.glob(pattern)) if not os.path.isdir(p)]
+
+
+def _header(cond: list[Clause], path: str, number: int) -> str:
+    """One Host/Match line that matches when every clause of `cond` does."""
+    if not cond:
+        return "Host *"
+    if len(cond) == 1:
+        return f"{cond[0][0].capitalize()} {cond[0][1]}"
+    criteria: list[str] = []
+    for kind, value in cond:
+        try:
+            tokens = shlex.split(value)
+        except ValueError as exc:
+            raise SSHError("config", f"{path} line {number}: bad {kind.capitalize()} line: {exc}") from exc
+        if kind == "host":
+            criteria += ["originalhost", ",".join(tokens)]
+            continue
+        while tokens:
+            word = tokens.pop(0)
+            bare = word.lstrip("!").lower()
+            if bare in _NO_PARAM:
+                if bare != "all":  # `all` AND anything is that thing
+                    criteria.append(word)
+                continue
+            criteria += [word, tokens.pop(0) if tokens else ""]
+    return "Match " + (shlex.join(criteria) if criteria else "all")
 
 
 def _yes(value: str | None) -> bool:
@@ -64,8 +210,8 @@ class _SSHConfig(paramiko.SSHConfig):
     values with tokens still go through paramiko."""
 
     def _tokenize(self, config: Any, target_hostname: str, key: str, value: Any) -> Any:
-        if isinstance(value, str) and "%" not in value and "~" not in value:
-            return value
+        if isinstance(value, str) and ("%" not in value and "~" not in value or key == "proxycommand"):
+            return value  # ProxyCommand: SSHContext.target expands it in one pass, with %n, as ssh does
         return super()._tokenize(config, target_hostname, key, value)  # type: ignore[misc]
 
 
@@ -82,28 +228,42 @@ class SSHContext:
     _key_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _user_config: bool = field(init=False, default=False)
     _local_user: str | None = field(init=False, default=None)
+    _targets: dict[tuple[str, str | None, int | None], Target] = field(init=False, default_factory=dict)
+    _target_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.config = _SSHConfig()
-        paths: list[str]
+        paths: list[tuple[str, bool]]  # (file, is a user config)
         if self.config_path is not None:
             path = os.path.expanduser(self.config_path)
             if not os.path.isfile(path):
                 raise SSHError("config", f"no ssh config file at {self.config_path}")
-            paths = [path]
+            paths = [(path, True)]  # like ssh -F: a user config (relative Includes from ~/.ssh)
         else:
-            candidates = (os.path.expanduser("~/.ssh/config"), "/etc/ssh/ssh_config")
-            paths = [p for p in candidates if os.path.isfile(p)]
-        for path in paths:
+            candidates = ((os.path.expanduser("~/.ssh/config"), True), (SYSTEM_CONFIG_DIR + "/ssh_config", False))
+            paths = [(p, user) for p, user in candidates if os.path.isfile(p)]
+        for path, user_config in paths:
+            text = read_config(path, user_config)
             try:
-                with open(path, encoding="utf-8") as fh:
-                    self.config.parse(fh)
-            except (OSError, UnicodeDecodeError, paramiko.ConfigParseError) as exc:
+                self.config.parse(io.StringIO(text))
+            except paramiko.ConfigParseError as exc:
                 raise SSHError("config", f"cannot use ssh config {path}: {exc}") from exc
             except Exception as exc:  # paramiko raises bare exceptions on odd syntax
                 raise SSHError("config", f"cannot parse ssh config {path}: {exc}") from exc
 
     def target(self, alias: str, user: str | None = None, port: int | None = None) -> Target:
+        """The config applied to a host, looked up once per run (the fleet's duplicate check and the
+        host itself share it; `Match exec` commands run once). The Target is shared: do not modify it."""
+        key = (alias, user, port)
+        with self._target_lock:
+            cached = self._targets.get(key)
+        if cached is None:
+            cached = self._target(alias, user, port)
+            with self._target_lock:
+                cached = self._targets.setdefault(key, cached)
+        return cached
+
+    def _target(self, alias: str, user: str | None, port: int | None) -> Target:
         try:
             opts: dict[str, Any] = dict(self._lookup(alias, user, port))
         except Exception as exc:  # Match exec failures and the like
@@ -121,6 +281,9 @@ class SSHContext:
         gkh = str(opts.get("globalknownhostsfile") or " ".join(DEFAULT_GLOBAL_KNOWN_HOSTS)).split()
         jump = opts.get("proxyjump")
         proxy = opts.get("proxycommand")
+        if proxy and str(proxy).lower() != "none":
+            proxy_tokens = {"h": hostname, "p": str(the_port), "r": the_user, "n": alias, "%": "%"}
+            proxy = _percent_expand(str(proxy), proxy_tokens, f"ProxyCommand for {alias}")
         ct = opts.get("connecttimeout")
         strict = str(opts.get("stricthostkeychecking") or "").lower()
         return Target(

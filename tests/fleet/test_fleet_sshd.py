@@ -138,6 +138,7 @@ def test_every_faulty_host_is_a_row_with_its_reason(
     assert silent["error_kind"] == "no-ssh" and "SSH banner" in silent["error"]
     slow = hosts[loopback_fleet.spec("127.2.0.1")]["fleet"]
     assert f"timed out after {TIMEOUT:g}s" in slow["error"]
+    assert "during reading the output" in slow["error"]  # the watchdog's abort names the phase it cut short
     changed = hosts[loopback_fleet.spec("127.2.0.5")]["fleet"]["error"]
     assert "HOST KEY CHANGED" in changed and "SHA256:" in changed
     assert "--accept-new" in hosts[loopback_fleet.spec("127.2.0.6")]["fleet"]["error"]
@@ -283,3 +284,61 @@ def test_bad_hosts_file_is_one_error_naming_the_line(tmp_path: Path) -> None:
     run = bsdcrypt("fleet-audit", str(path))
     assert run.returncode == 3
     assert f"{path}:2:" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_an_abort_names_the_phase_it_cut_short(loopback_fleet: FleetEnv) -> None:
+    """The watchdog's abort() shuts the socket down: the read in progress ends with EOF, and the timeout
+    must still name that phase (not the next one, waiting for the exit status)."""
+    import threading
+
+    from bsdcrypt.probe import PROBE_MAGIC
+    from bsdcrypt.ssh import SSHContext, SSHError, SSHHost
+
+    ctx = SSHContext(str(loopback_fleet.fleet.ssh_config))
+    host = SSHHost.from_spec(loopback_fleet.spec("127.2.0.1"), ctx, timeout=60)
+
+    def abort_when_reading() -> None:
+        end = time.monotonic() + 50
+        while host.phase != "reading the output" and time.monotonic() < end:
+            time.sleep(0.02)
+        host.abort()
+
+    watchdog = threading.Thread(target=abort_when_reading, daemon=True)
+    watchdog.start()
+    with pytest.raises(SSHError) as info:
+        host.run(f"echo {PROBE_MAGIC}; T=x")
+    host.close()
+    watchdog.join(5)
+    assert info.value.kind == "timeout"
+    assert "during reading the output" in str(info.value), str(info.value)
+
+
+def test_proxy_command_ssh_w_through_a_jump_host(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
+    """A real `ssh -W %h:%p` ProxyCommand (OpenSSH client, loopback only): a healthy host is audited through
+    it; to a closed port the command fails and the row says so with its exit status and stderr."""
+    if shutil.which("ssh") is None:
+        pytest.skip("the OpenSSH client is not installed")
+    fl = loopback_fleet.fleet
+    jump, (target, rec) = list(loopback_fleet.healthy)[3], list(loopback_fleet.healthy.items())[4]
+    proxy = f"ssh -F {fl.ssh_config} -o BatchMode=yes -p {fl.port} -W %h:%p root@{jump}"
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        f"Host via-w\n    HostName {target}\n    Port {fl.port}\n    ProxyCommand {proxy}\n"
+        f"Host via-w-closed\n    HostName {fl.closed_addr}\n    Port {fl.port}\n    ProxyCommand {proxy}\n\n"
+        + fl.ssh_config.read_text()
+    )
+    hosts = tmp_path / "h.txt"
+    hosts.write_text("via-w\nvia-w-closed\n")
+    mark = fl.log_mark()
+    run = bsdcrypt("fleet-audit", str(hosts), "-F", str(cfg), "-f", "json", "-q", "-t", "30")
+    rows = by_target(json.loads(run.stdout))
+    assert rows["via-w"]["fleet"]["error"] is None, rows["via-w"]["fleet"]
+    assert strip(rows["via-w"]) == replay_status(rec)
+    closed = rows["via-w-closed"]["fleet"]
+    assert closed["error_kind"] == "proxy", closed
+    assert "exited with status 255 before the SSH banner" in closed["error"]
+    assert "Connection refused" in closed["error"] and "stdio forwarding failed" in closed["error"]
+    time.sleep(0.3)
+    conns, execs = fl.counts(mark)
+    assert (conns[jump], execs[jump]) == (2, 0)
+    assert (conns[target], execs[target]) == (1, 1)

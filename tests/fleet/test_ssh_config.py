@@ -1,0 +1,203 @@
+"""ssh_config handling that needs no sshd: Include (as ssh_config(5) defines it), ProxyCommand tokens
+and failures. Where the OpenSSH client is installed, its own reading of the same files (`ssh -G`, run
+in a network namespace of its own so that nothing can be resolved or sent) is the reference."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bsdcrypt.fleet import FleetOptions, run_fleet
+from bsdcrypt.hostsfile import parse_hosts
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A HOME of its own: relative Includes of a user config are taken from ~/.ssh."""
+    h = tmp_path / "home"
+    (h / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(h))
+    return h
+
+
+def _nested_config(home: Path) -> Path:
+    ssh = home / ".ssh"
+    _write(ssh / "defaults.d" / "10-lab.conf", "Host lab*\n    User labuser\n")
+    _write(
+        ssh / "defaults.d" / "20-lab1.conf",
+        "Host lab1\n    Port 2201\n    User not-this-one\n    Include nested.conf\n",
+    )
+    _write(ssh / "defaults.d" / "README", "this is no .conf file: not included\n")
+    _write(
+        ssh / "nested.conf",
+        "HostKeyAlias nested-alias\n"  # inside `Host lab1` (the including block): lab1 only
+        "Host lab2\n    ConnectTimeout 9\n",  # lab1 AND lab2: never
+    )
+    _write(
+        ssh / "fw.conf",
+        "Port 2202\n"  # fw1 and fw2
+        "Host fw2\n    HostName 10.9.9.2\n"  # fw2 only
+        "Host *\n    HostKeyAlias fw-any\n",  # fw1 and fw2, not others
+    )
+    _write(home / "abs" / "db.conf", "Host db1\n    Port 2401\n")
+    return _write(
+        ssh / "config",
+        "Include defaults.d/*.conf no-such-dir/*.conf\n"
+        "Host fw1 fw2\n"
+        "    Include fw.conf\n"
+        "    User fwadmin\n"  # the Host fw1 fw2 block goes on after the include
+        f"Match originalhost db*\n    Include {home}/abs/db.conf\n    User dbadmin\n"
+        "Host *\n    Port 2299\n",
+    )
+
+
+EXPECTED = {  # alias: (hostname, port, user, hostkeyalias, connecttimeout)
+    "lab1": ("lab1", 2201, "labuser", "nested-alias", None),
+    "lab2": ("lab2", 2299, "labuser", None, None),
+    "fw1": ("fw1", 2202, "fwadmin", "fw-any", None),
+    "fw2": ("10.9.9.2", 2202, "fwadmin", "fw-any", None),
+    "db1": ("db1", 2401, "dbadmin", None, None),
+    "db2": ("db2", 2299, "dbadmin", None, None),
+    "other": ("other", 2299, None, None, None),
+}
+
+
+def test_include_nested_globs_and_conditional_blocks(home: Path) -> None:
+    from bsdcrypt.ssh import SSHContext
+
+    ctx = SSHContext(str(_nested_config(home)))
+    for alias, (hostname, port, user, alias_key, ct) in EXPECTED.items():
+        t = ctx.target(alias)
+        got = (t.hostname, t.port, t.user if user else None, t.host_key_alias, t.connect_timeout)
+        assert got == (hostname, port, user, alias_key, ct), alias
+
+
+def _ssh_g(config: Path, alias: str, home: Path) -> dict[str, str]:
+    proc = subprocess.run(
+        ["unshare", "-n", "ssh", "-G", "-F", str(config), alias],
+        capture_output=True, text=True, env={**os.environ, "HOME": str(home)}, timeout=30, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None or shutil.which("unshare") is None or os.geteuid() != 0,
+                    reason="needs the OpenSSH client and root for `unshare -n` (no name may be resolved)")
+def test_include_reads_like_openssh(home: Path) -> None:
+    config = _nested_config(home)
+    for alias, (hostname, port, user, alias_key, ct) in EXPECTED.items():
+        g = _ssh_g(config, alias, home)
+        assert (g["hostname"], int(g["port"])) == (hostname, port), alias
+        if user:
+            assert g["user"] == user, alias
+        assert g.get("hostkeyalias") == alias_key, alias
+        assert g.get("connecttimeout", "none") == ("none" if ct is None else f"{ct:g}"), alias
+
+
+def test_include_in_the_system_config_is_relative_to_etc_ssh(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no --ssh-config: ~/.ssh/config, then the system file (relative Includes from /etc/ssh)."""
+    from bsdcrypt.ssh import SSHContext, config
+
+    etc = tmp_path / "etc-ssh"
+    _write(etc / "ssh_config.d" / "50-site.conf", "Host *.site\n    User siteadmin\n    Port 2500\n")
+    _write(etc / "ssh_config", "Include ssh_config.d/*.conf\nHost *\n    HashKnownHosts yes\n")
+    _write(home / ".ssh" / "config", "Host web.site\n    Port 2600\n")
+    monkeypatch.setattr(config, "SYSTEM_CONFIG_DIR", str(etc))
+    ctx = SSHContext()
+    web, app, elsewhere = ctx.target("web.site"), ctx.target("app.site"), ctx.target("x.example")
+    assert (web.port, web.user, web.hash_known_hosts) == (2600, "siteadmin", True)
+    assert (app.port, app.user) == (2500, "siteadmin")
+    assert elsewhere.port == 22 and elsewhere.hash_known_hosts is True
+    _write(etc / "ssh_config", "Include ~/x.conf\n")
+    with pytest.raises(config.SSHError, match="bad include path"):
+        SSHContext()
+
+
+def test_include_loops_stop_at_openssh_depth(home: Path) -> None:
+    from bsdcrypt.ssh import SSHContext, SSHError
+
+    loop = _write(home / ".ssh" / "loop.conf", "Host a\n    Include loop.conf\n")
+    with pytest.raises(SSHError, match="nested more than 16 deep") as info:
+        SSHContext(str(loop))
+    assert info.value.kind == "config"
+    # 16 levels are fine
+    for i in range(16):
+        _write(home / ".ssh" / f"l{i}.conf", f"Include l{i + 1}.conf\n")
+    _write(home / ".ssh" / "l16.conf", "Port 2716\n")
+    assert SSHContext(str(home / ".ssh" / "l0.conf")).target("h").port == 2716
+
+
+def test_proxy_command_tokens_expand_once(tmp_path: Path) -> None:
+    from bsdcrypt.ssh import SSHContext, SSHError
+
+    cfg = _write(
+        tmp_path / "config",
+        "Host px\n    HostName 192.0.2.9\n    User ops\n    ProxyCommand echo %n %h %p %r 100%% %%h\n"
+        "Host bad\n    ProxyCommand echo %x\n",
+    )
+    ctx = SSHContext(str(cfg))
+    assert ctx.target("px").proxy_command == "echo px 192.0.2.9 22 ops 100% %h"
+    with pytest.raises(SSHError, match="unknown token %x"):
+        ctx.target("bad")
+
+
+# ---------------------------------------------------------------------------- failing ProxyCommands
+
+
+def _proxy_run(tmp_path: Path, command: str, timeout: float = 20.0) -> tuple[str, str, float, float]:
+    cfg = _write(
+        tmp_path / "ssh_config",
+        f"Host gw-*\n    HostName 127.0.0.1\n    ProxyCommand {command}\n"
+        "Host *\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n",
+    )
+    entries = parse_hosts("root@gw-1\n", "h").entries
+    cpu, start = time.process_time(), time.monotonic()
+    run = run_fleet(entries, FleetOptions(timeout=timeout, ssh_config=str(cfg)))
+    r = run.results[0]
+    return r.error_kind or "", r.error or "", time.monotonic() - start, time.process_time() - cpu
+
+
+def test_a_proxy_command_that_exits_is_a_proxy_row_at_once(tmp_path: Path) -> None:
+    kind, error, elapsed, _ = _proxy_run(
+        tmp_path, """sh -c 'sleep 0.3; echo "connect to %h port %p: refused" >&2; echo "bastion unreachable" >&2; exit 255'"""
+    )
+    assert kind == "proxy", error
+    assert "exited with status 255 before the SSH banner" in error
+    assert "connect to 127.0.0.1 port 22: refused / bastion unreachable" in error
+    assert elapsed < 15  # not the 20 s timeout
+
+
+def test_bin_false_as_proxy_command_is_always_the_same_row(tmp_path: Path) -> None:
+    for _ in range(3):  # it used to race: a broken pipe (proxy row) or an EOF loop (timeout row)
+        kind, error, _, _ = _proxy_run(tmp_path, "/bin/false")
+        assert kind == "proxy" and "exited with status 1" in error and "nothing on stderr" in error, error
+
+
+def test_a_proxy_commands_stderr_is_quoted_bounded(tmp_path: Path) -> None:
+    kind, error, _, _ = _proxy_run(
+        tmp_path, "sh -c 'i=0; while [ $i -lt 3000 ]; do echo noise line $i >&2; i=$((i+1)); done; echo last words >&2; exit 3'"
+    )
+    assert kind == "proxy" and "exited with status 3" in error
+    said = error.split("(command:")[0]
+    assert said.count("noise line") <= 2 and "last words" in said
+    assert len(error) < 600
+
+
+def test_a_hanging_proxy_command_times_out_without_spinning(tmp_path: Path) -> None:
+    kind, error, elapsed, cpu = _proxy_run(tmp_path, "sh -c 'echo dialing %h >&2; exec sleep 60'", timeout=2)
+    assert kind == "timeout", error
+    assert "through the ProxyCommand" in error and "dialing 127.0.0.1" in error
+    assert cpu < 1.0, f"{cpu:.2f}s of CPU while waiting 2 s (a busy loop?)"
