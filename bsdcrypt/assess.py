@@ -92,7 +92,7 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
 
     status.os = _os_info(ev, sysctl, dmesg, uname_s)
     status.cpu = _cpu_info(ev, sysctl, dmesg, status.os.arch)
-    drivers = _driver_infos(ev, sysctl, dmesg, status.os)
+    drivers = _driver_infos(ev, sysctl, dmesg, status.os, status.cpu)
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
     status.persist = _persist_info(ev, status.driver, status.cpu, status.os)
@@ -250,13 +250,17 @@ def in_generic(driver: str, os: OSInfo, compiled_in: bool | None = None) -> bool
     return False
 
 
-def _driver_infos(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, os: OSInfo) -> list[DriverInfo]:
+def _driver_infos(
+    ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, os: OSInfo, cpu: CPUInfo
+) -> list[DriverInfo]:
     kld = parse_kldstat(_raw(ev, "kldstat_v")) if ev.step("kldstat_v") is not None else []
     dev = _sysctl_dev(ev)
     primary = primary_driver(os.arch)
     infos: list[DriverInfo] = []
     for name in ("aesni", "armv8crypto", "ossl", "padlock"):
         info = _driver_info(name, ev, kld, dev, dmesg, os)
+        if name == "ossl" and info.attached:
+            info.algorithms, info.accelerates_aes = ossl_algorithms(os, cpu, dmesg)
         if name == primary:
             infos.insert(0, info)
         elif info.attached:  # other drivers only when they do something (padlock on Intel never attaches)
@@ -264,6 +268,37 @@ def _driver_infos(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, os: OS
     if primary is None:
         infos.insert(0, DriverInfo(name=None, state="missing"))
     return infos
+
+
+# What ossl(4) does (sys/crypto/openssl/ossl.c, ossl_probesession/ossl_lookup_cipher). Its device
+# description is just "OpenSSL crypto", so the algorithms come from the source of the release:
+#   13.0 (@ed0f7721, Mar 2021): SHA1/SHA2 digests and HMACs, Poly1305, ChaCha20, ChaCha20-Poly1305;
+#   main from Sept 2021 (ossl.4 @197ff4c3, 14.0): AES-CBC when ossl_cpuid() finds AES (x86: the AESNI
+#   CPUID bit; arm64: HWCAP_AES); 14.0 amd64: AES-GCM when the CPU has AVX+PCLMULQDQ+MOVBE or
+#   VAES+VPCLMULQDQ (ossl_x86.c; FreeBSD-EN-23:17.ossl fixed it in 14.0). Never AES-XTS, GELI's default.
+# Whether stable/13 (13.1+) got AES-CBC is not verified, nor when 14-CURRENT did: accelerates_aes is None.
+OSSL_BASE = (
+    "ChaCha20", "ChaCha20-Poly1305", "Poly1305", "SHA1", "SHA1-HMAC", "SHA2-224", "SHA2-224-HMAC",
+    "SHA2-256", "SHA2-256-HMAC", "SHA2-384", "SHA2-384-HMAC", "SHA2-512", "SHA2-512-HMAC",
+)
+
+
+def ossl_algorithms(os: OSInfo, cpu: CPUInfo, dmesg: DmesgBoot) -> tuple[list[str], bool | None]:
+    """(algorithms, accelerates_aes) of an attached ossl0 on this release and CPU."""
+    algos = list(OSSL_BASE)
+    if os.major is None or os.major < 13:
+        return algos, None  # ossl first appeared in 13.0: an unknown or odd kernel
+    if os.major == 13 and os.minor == 0 and os.branch not in ("STABLE", "PRERELEASE", "CURRENT"):
+        return algos, False  # 13.0-RELEASE (or its BETA/RC): no AES in ossl yet
+    if os.major == 13 or (os.major == 14 and os.branch == "CURRENT") or cpu.aesni is None:
+        return algos, None
+    if not cpu.aesni:
+        return algos, False
+    aes = ["AES-CBC"]
+    f2, ext2 = dmesg.cpu.features2 or frozenset(), dmesg.cpu.stdext2 or frozenset()
+    if os.arch == "amd64" and ({"AVX", "PCLMULQDQ", "MOVBE"} <= f2 or {"VAES", "VPCLMULQDQ"} <= ext2):
+        aes.append("AES-GCM")
+    return aes + algos, True
 
 
 def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
@@ -362,37 +397,42 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) ->
     return info
 
 
-_HMAC_NEEDS = {"HMAC/SHA1": "SHA1", "HMAC/SHA256": "SHA256"}
+# The names under which a driver lists the HMAC a GELI provider needs (aesni: SHA1/SHA256; ossl: SHA2-*-HMAC).
+_HMAC_NEEDS = {
+    "HMAC/SHA1": ("SHA1", "SHA1-HMAC"),
+    "HMAC/SHA256": ("SHA256", "SHA2-256-HMAC"),
+    "HMAC/SHA384": ("SHA2-384-HMAC",),
+    "HMAC/SHA512": ("SHA2-512-HMAC",),
+}
 
 
-def _driver_algorithms(status: Status) -> set[str] | None:
-    """What the AES driver does (or would do once loaded, judging by the CPU flags)."""
+def _driver_algorithms(status: Status) -> list[set[str]] | None:
+    """What each AES driver does (or would do once loaded, judging by the CPU flags)."""
     attached = [d for d in (status.driver, *status.other_drivers) if d.attached]
     if attached:
-        return {a for d in attached for a in d.algorithms}
+        return [set(d.algorithms) for d in attached]
     if status.cpu.aesni is None:
         return None
     if not status.cpu.aesni:
-        return set()
+        return []
     algos = {"AES-CBC", "AES-XTS"}
     if status.driver.name == "aesni" and status.cpu.sha:
         algos |= {"SHA1", "SHA256"}
-    return algos
+    return [algos]
 
 
-def _accelerable(p: GeliProvider, algos: set[str] | None) -> bool | None:
-    """GELI makes one OCF session for cipher and HMAC: the driver must do both, or all runs in software."""
+def _accelerable(p: GeliProvider, drivers: list[set[str]] | None) -> bool | None:
+    """GELI makes one OCF session for cipher and HMAC: one driver must do both, or all runs in software."""
     enc = (p.encryption or "").upper()
     if enc not in ("AES-XTS", "AES-CBC"):
         return False
-    if algos is None:
+    if drivers is None:
         return None
-    if enc not in algos:
-        return False
-    if p.authentication is None:
-        return True
-    need = _HMAC_NEEDS.get(p.authentication.upper())
-    return need is not None and need in algos
+    need = _HMAC_NEEDS.get(p.authentication.upper(), ()) if p.authentication else None
+    for algos in drivers:
+        if enc in algos and (need is None or any(n in algos for n in need)):
+            return True
+    return False
 
 
 def _geli_infos(providers: list[GeliProvider], status: Status) -> list[GeliInfo]:

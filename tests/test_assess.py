@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -332,3 +333,55 @@ def test_geli_crypto_that_is_not_a_known_value_is_an_unknown_finding(crypto_line
     unknown = [f for f in s.findings if f.id == "geli-crypto-unknown"]
     assert len(unknown) == 1 and expected in unknown[0].message and "ada1p1.eli" in unknown[0].message
     assert s.verdict == "unknown"
+
+
+def _with_ossl_loaded(name: str, release: str | None = None) -> Evidence:
+    """A real recording with ossl.ko kldloaded: ossl0 attaches with ossl.c's description "OpenSSL crypto"."""
+    from bsdcrypt.recording import load
+
+    ev = load(HOSTS / f"{name}.yaml")[1]
+    dev = ev.steps["sysctl_dev"]
+    ossl = (
+        b"dev.ossl.0.%parent: nexus0\ndev.ossl.0.%pnpinfo: \ndev.ossl.0.%location: \n"
+        b"dev.ossl.0.%driver: ossl\ndev.ossl.0.%desc: OpenSSL crypto\n"
+    )
+    ev.steps["sysctl_dev"] = Step(dev.rc - 1, dev.out.replace(b"sysctl: unknown oid 'dev.ossl'\n", ossl))
+    ev.steps["kldstat_m:ossl"] = Step(0, b"")
+    kld = ev.steps["kldstat_v"]
+    ev.steps["kldstat_v"] = Step(kld.rc, kld.out + (
+        b" 9    1 0xffffffff82a00000    2f2e8 ossl.ko (/boot/kernel/ossl.ko)\n"
+        b"\tContains modules:\n\t\t Id Name\n\t\t500 nexus/ossl\n"
+    ))
+    if release:
+        st = ev.steps["sysctl"]
+        ev.steps["sysctl"] = Step(st.rc, re.sub(rb"kern\.osrelease: \S+", b"kern.osrelease: " + release.encode(), st.out))
+    return ev
+
+
+def test_ossl_reports_its_algorithms_not_its_description() -> None:
+    s = assess(_with_ossl_loaded("freebsd-15.0-kvm-aliyun-builtin"), "h", "test")
+    ossl = next(d for d in s.other_drivers if d.name == "ossl")
+    assert ossl.state == "loaded" and ossl.attached is True
+    assert "OpenSSL crypto" not in ossl.algorithms
+    assert ossl.algorithms[:2] == ["AES-CBC", "AES-GCM"] and "ChaCha20-Poly1305" in ossl.algorithms
+    assert "AES-XTS" not in ossl.algorithms and ossl.accelerates_aes is True
+
+
+@pytest.mark.parametrize(
+    ("release", "accelerates_aes"),
+    [("13.0-RELEASE", False), ("13.0-STABLE", None), ("13.2-RELEASE", None), ("14.1-RELEASE", True)],
+)
+def test_ossl_does_aes_from_14_0(release: str, accelerates_aes: bool | None) -> None:
+    s = assess(_with_ossl_loaded("freebsd-15.0-kvm-aliyun-builtin", release), "h", "test")
+    ossl = next(d for d in s.other_drivers if d.name == "ossl")
+    assert ossl.accelerates_aes is accelerates_aes
+    assert ("AES-CBC" in ossl.algorithms) is bool(accelerates_aes)
+
+
+def test_geli_hmac_must_be_done_by_the_same_driver_as_the_cipher() -> None:
+    """aesni does AES-XTS, ossl does HMAC/SHA512: no single driver does both, so the provider stays in software."""
+    ev = _with_ossl_loaded("freebsd-15.0-kvm-aliyun-builtin")
+    ev.steps["geli_list"] = Step(0, _geli_list_with_auth("HMAC/SHA512"))
+    s = assess(ev, "h", "test")
+    soft = next(g for g in s.geli if g.name == "ada1p1.eli")
+    assert soft.accelerable is False and not soft.needs_reattach
