@@ -10,10 +10,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from bsdcrypt.act import ActError, kldload, perform, posix_cksum, read_loader_files, safe_write, verify
 from bsdcrypt.host import LocalHost, RunResult
-from bsdcrypt.loaderconf import FileEdit, effective, is_yes, restore, set_yes
+from bsdcrypt.loaderconf import EditError, FileEdit, effective, is_yes, restore, set_yes
 from bsdcrypt.plan import PlanInput, plan_disable, plan_enable
 
 
@@ -667,3 +669,46 @@ def test_the_lock_serializes_two_runs(root: Path) -> None:
         t.join(60)
     assert sorted(outcomes) == sorted(["wrote", f"{conf} changed since bsdcrypt read it; nothing written, run again"])
     assert conf.read_bytes() == edit.after and len(backups(root / "boot")) == 1
+
+
+_CONTENT = st.one_of(
+    st.binary(max_size=300),
+    st.lists(
+        st.sampled_from(
+            [b'aesni_load="NO"', b"aesni_load=yes", b"# c", b"", b"\xe9\xff=1", b"a = 1\t# t", b'x="a"b"', b"\r"]
+        ),
+        max_size=6,
+    ).flatmap(lambda ls: st.sampled_from([b"\n", b"\r\n"]).map(lambda eol: eol.join(ls))),
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=_CONTENT, mode=st.sampled_from([0o644, 0o640, 0o600, 0o444]))
+def test_property_the_backup_equals_the_original_byte_for_byte(data: bytes, mode: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="bsdcrypt-prop-"))
+    try:
+        (root / "boot").mkdir()
+        conf = root / "boot" / "loader.conf"
+        write(conf, data, mode)
+        os.utime(conf, ns=(1_500_000_000_123_456_789, 1_500_000_000_123_456_789))
+        host = LocalHost()
+        files = read_loader_files(host, str(root))
+        assert files == [(str(conf), data)]
+        try:
+            edits = set_yes(files, root=str(root))
+        except EditError:  # the editor refuses what it cannot prove correct: nothing to write
+            edits = []
+        assume(edits)  # already YES: nothing to write, so no backup
+        (edit,) = edits
+        result = safe_write(host, edit)
+        bak = Path(result.backup or "")
+        assert bak.read_bytes() == data and conf.read_bytes() == edit.after
+        st_bak = bak.stat()
+        assert stat.S_IMODE(st_bak.st_mode) == mode and stat.S_IMODE(conf.stat().st_mode) == mode
+        assert st_bak.st_mtime_ns == 1_500_000_000_123_456_789  # cp -p: the backup keeps the original's times
+        # and disable's own backup is the enabled file, byte for byte
+        (undo,) = restore(read_loader_files(host, str(root)))
+        result2 = safe_write(host, undo)
+        assert Path(result2.backup or "").read_bytes() == edit.after
+    finally:
+        shutil.rmtree(root)

@@ -212,6 +212,12 @@ line_st = st.one_of(st.sampled_from(AESNI_LINES), st.sampled_from(OTHER_LINES))
 def file_st(draw: st.DrawFn) -> bytes:
     lines = draw(st.lists(line_st, max_size=8))
     eol = draw(st.sampled_from([b"\n", b"\r\n"]))
+    if draw(st.integers(0, 3)) == 0:  # sometimes a file that mixes CRLF and LF lines
+        ends = [draw(st.sampled_from([b"\n", b"\r\n"])) for _ in lines]
+        data = b"".join(line + end for line, end in zip(lines, ends, strict=True))
+        if lines and draw(st.booleans()):
+            data = data[: -len(ends[-1])]
+        return data
     data = eol.join(lines)
     if lines and draw(st.booleans()):
         data += eol
@@ -231,10 +237,38 @@ def files_st(draw: st.DrawFn) -> list[tuple[str, bytes]]:
 
 
 def other_lines(data: bytes) -> list[bytes]:
-    """Lines that are not aesni_load assignments, without their terminators."""
+    """The raw physical lines that are not aesni_load assignments, with their terminators: the bytes
+    of the file, a CR of CRLF included."""
     return [
-        ln.text.rstrip(b"\r") for ln in parse(data) if not (ln.kind == "assign" and ln.name == "aesni_load")
+        data[ln.offset : ln.offset + len(ln.text) + (1 if ln.terminated else 0)]
+        for ln in parse(data)
+        if not (ln.kind == "assign" and ln.name == "aesni_load")
     ]
+
+
+def assert_other_lines_kept(before: bytes, after: bytes) -> None:
+    """Every line but the aesni_load ones byte-identical, line endings included; the one exception:
+    when enable appends after an unterminated last line, that line gains the file's own line ending."""
+    b, a = other_lines(before), other_lines(after)
+    if b and not b[-1].endswith(b"\n") and len(a) == len(b) and a[-1] != b[-1]:
+        assert a[-1] == b[-1] + line_ending(before)
+        a, b = a[:-1], b[:-1]
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (b"a=1\r\nb=2\r\n", b"a=1\nb=2\r\n"),  # CRLF -> LF
+        (b"a=1\nb=2\n", b"a=1\r\nb=2\n"),  # LF -> CRLF
+        (b"a=1\r\nb=2", b"a=1\r\nb=2\n"),  # the wrong line ending added to an unterminated CRLF line
+        (b"a=1\n", b"a=1 \n"),
+        (b"a=1\n# x\n", b"a=1\n"),
+    ],
+)
+def test_the_byte_identity_check_catches_line_ending_changes(before: bytes, after: bytes) -> None:
+    with pytest.raises(AssertionError):
+        assert_other_lines_kept(before, after)
 
 
 @settings(max_examples=300, deadline=None)
@@ -248,8 +282,9 @@ def test_property_enable(files: list[tuple[str, bytes]]) -> None:
     before = dict(files)
     for e in edits:
         assert e.before == before.get(e.path, b"")
-        # every other line byte-identical (an appended line may follow; the last line may gain an EOL)
-        assert other_lines(e.after) == other_lines(e.before)
+        # every other line byte-identical, CR included (an appended line may follow; the last line may
+        # gain the file's line ending)
+        assert_other_lines_kept(e.before, e.after)
         # nothing the loader could fail to parse was added
         bad_before = {ln.text.rstrip(b"\r") for ln in parse(e.before) if ln.kind == "malformed"}
         assert all(ln.text.rstrip(b"\r") in bad_before for ln in parse(e.after) if ln.kind == "malformed")
