@@ -6,7 +6,7 @@ import importlib
 import math
 import os
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -49,6 +49,123 @@ def literal_help(text: str) -> str:
     return text
 
 
+# ---------------------------------------------------------------------------- shell completion
+# The callbacks run only when the shell asks (_BSDCRYPT_COMPLETE set): their imports stay inside them.
+
+
+def _complete_paths(prefix: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Directories (with a trailing /) and files ending in one of `suffixes` that start with prefix."""
+    head, sep, stem = prefix.rpartition("/")
+    typed_dir = head + sep  # "", "/", "dir/", "~/dir/": kept as typed
+    folder = os.path.expanduser(typed_dir) if typed_dir else "."
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if not name.startswith(stem) or (name.startswith(".") and not stem.startswith(".")):
+            continue
+        if os.path.isdir(os.path.join(folder, name)):
+            out.append(f"{typed_dir}{name}/")
+        elif name.endswith(suffixes):
+            out.append(f"{typed_dir}{name}")
+    return out
+
+
+def complete_host(incomplete: str) -> list[tuple[str, str]]:
+    """--host: local, replay:NAME for the shipped recordings, replay:PATH for recording files."""
+    out = [("local", "this machine (the default)")] if "local".startswith(incomplete) else []
+    if incomplete.startswith("replay:") or "replay:".startswith(incomplete):
+        from bsdcrypt.recording import shipped_names
+
+        rest = incomplete[len("replay:"):]
+        out += [(f"replay:{n}", "shipped recording") for n in shipped_names() if n.startswith(rest)]
+        out += [(f"replay:{p}", "recording file") for p in _complete_paths(rest, (".yaml", ".yml"))]
+    return out
+
+
+STATUS_FORMATS_HELP = {
+    "table": "aligned text (the default)",
+    "json": "the documented schema (docs/output.md)",
+    "yaml": "the same as YAML",
+    "nagios": "one monitoring-plugins line, exit 0/1/2/3",
+    "prometheus": "node_exporter textfile collector",
+}
+FLEET_FORMATS_HELP = {
+    "table": "one row per host (the default)",
+    "json": "the fleet document (docs/fleet.md)",
+    "yaml": "the same as YAML",
+    "csv": "one flat row per host",
+    "prometheus": "node_exporter textfile collector",
+}
+
+
+def complete_format(incomplete: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in STATUS_FORMATS_HELP.items() if k.startswith(incomplete)]
+
+
+def complete_fleet_format(incomplete: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in FLEET_FORMATS_HELP.items() if k.startswith(incomplete)]
+
+
+# typer's bash script plus: no space after a value that is not finished (`replay:`, a directory).
+BASH_COMPLETION_SCRIPT = """
+%(complete_func)s() {
+    local IFS=$'\\n'
+    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \\
+                   COMP_CWORD=$COMP_CWORD \\
+                   %(autocomplete_var)s=complete_bash $1 ) )
+    if [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == */ ]]; then
+        compopt -o nospace 2>/dev/null
+    fi
+    return 0
+}
+
+complete -o default -F %(complete_func)s %(prog_name)s
+"""
+
+
+def _join_colon_words(words: list[str], cword: int) -> tuple[list[str], int]:
+    """bash splits words at the colons of COMP_WORDBREAKS (`replay:NAME` arrives as `replay`, `:`,
+    `NAME`): glue them back up to the cursor's word; return the words and the cursor's index."""
+    words = words + [""] * (cword + 1 - len(words))  # an empty current word does not survive the split
+    out: list[str] = []
+    glue = False
+    for word in words[: cword + 1]:
+        colons = bool(word) and set(word) == {":"}
+        if out and (colons or (glue and word)):
+            out[-1] += word
+        else:
+            out.append(word)
+        glue = colons
+    return out, len(out) - 1
+
+
+def _bash_completion_support() -> None:
+    """Register bash completion that understands `replay:NAME` (call after typer's own setup)."""
+    from typer import _completion_classes as classes
+
+    split = classes.click_split_arg_string
+
+    class ColonBashComplete(classes.BashComplete):
+        prefix = ""
+
+        def get_completion_args(self) -> tuple[list[str], str]:
+            words, cword = _join_colon_words(split(os.environ["COMP_WORDS"]), int(os.environ["COMP_CWORD"]))
+            incomplete = words[cword]
+            # bash replaces only the text after the last colon: print the rest of each value
+            # (bash-completion's __ltrim_colon_completions)
+            self.prefix = incomplete.rpartition(":")[0] + ":" if ":" in incomplete else ""
+            return words[1:cword], incomplete
+
+        def format_completion(self, item: Any) -> str:
+            value = str(item.value)
+            return value[len(self.prefix):] if self.prefix and value.startswith(self.prefix) else value
+
+    classes.add_completion_class(ColonBashComplete, "bash")
+
+
 HostOpt = Annotated[
     str,
     typer.Option(
@@ -56,6 +173,7 @@ HostOpt = Annotated[
         "-H",
         help=literal_help("local (default), [user@]host[:port] over SSH, or replay:FILE|NAME for a recording."),
         envvar="BSDCRYPT_HOST",
+        autocompletion=complete_host,
     ),
 ]
 
@@ -94,8 +212,10 @@ FormatOpt = Annotated[
         "--format",
         "-f",
         help="table, json, yaml, nagios (one line, monitoring-plugins exit codes) or prometheus (textfile collector).",
+        autocompletion=complete_format,
     ),
 ]
+
 def seconds(value: float) -> float:
     """Option callback: a finite, positive number of seconds (nan and inf slip through click's ranges)."""
     if not math.isfinite(value) or not 0.1 <= value <= 86400:
@@ -113,7 +233,10 @@ def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
 
 
 # fleet-audit and analyze: one row per host
-FleetFormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.")]
+FleetFormatOpt = Annotated[
+    str,
+    typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.", autocompletion=complete_fleet_format),
+]
 OutputOpt = Annotated[
     str | None,
     typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt.prom), not stdout."),
@@ -275,14 +398,59 @@ def requested_format(argv: list[str]) -> str | None:
     return fmt
 
 
+COMPLETE_VAR = "_BSDCRYPT_COMPLETE"
+_SCRIPT_OPTIONS = ("--show-completion", "--install-completion")
+
+
+def _completion_script_request(argv: list[str]) -> None:
+    """`--show-completion` / `--install-completion`: our bash script, and a shell typer has no script
+    for (sh, tcsh, ...) is a one-line error with exit 3, not typer's exit 1."""
+    root_options = []
+    for arg in argv[1:]:
+        if not arg.startswith("-"):
+            break
+        root_options.append(arg.partition("=")[0])
+    if not any(a in _SCRIPT_OPTIONS for a in root_options):
+        return
+    try:
+        from typer import _completion_shared as shared
+
+        scripts = shared._completion_scripts
+        detect = shared._get_shell_name
+    except (ImportError, AttributeError):  # another typer layout: leave it to typer
+        return
+    scripts["bash"] = BASH_COMPLETION_SCRIPT
+    if os.environ.get("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"):
+        return  # typer then takes the shell as the option's value
+    shell = detect()
+    if shell not in scripts:
+        what = f"not for {shell}" if shell else "and this shell could not be detected"
+        typer.echo(f"bsdcrypt: shell completion exists for bash, zsh, fish and PowerShell, {what}", err=True)
+        sys.exit(3)
+
+
+def _run_app() -> object:
+    # standalone_mode=False: usage errors come back to us, to exit 3 (unknown) with one line,
+    # as monitoring plugins do, instead of click's exit 2 (which would read as CRITICAL).
+    if not os.environ.get(COMPLETE_VAR):
+        return app(prog_name="bsdcrypt", standalone_mode=False)  # also under python -m bsdcrypt
+    # The shell asks for completions: typer registers its own completion classes while building the
+    # command, so ours for bash goes in after that.
+    command = typer.main.get_command(app)
+    try:
+        _bash_completion_support()
+    except (ImportError, AttributeError):  # another typer layout: its own bash completion
+        pass
+    return command(prog_name="bsdcrypt", standalone_mode=False)
+
+
 def main() -> None:
     _no_color()
     _register_commands(sys.argv)
+    _completion_script_request(sys.argv)
     code = 0
     try:
-        # standalone_mode=False: usage errors come back to us, to exit 3 (unknown) with one line,
-        # as monitoring plugins do, instead of click's exit 2 (which would read as CRITICAL).
-        result = app(prog_name="bsdcrypt", standalone_mode=False)  # also under python -m bsdcrypt
+        result = _run_app()
         code = result if isinstance(result, int) else 0
     except BsdcryptError as exc:
         typer.echo(f"bsdcrypt: {exc}", err=True)

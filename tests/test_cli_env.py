@@ -139,3 +139,68 @@ def test_host_help_shows_user_at_with_and_without_rich(env: dict[str, str]) -> N
     text = " ".join(_cli("status", "--help", COLUMNS="300", **env).stdout.replace("│", " ").split())
     assert "local (default), [user@]host[:port] over SSH, or replay:FILE|NAME" in text
     assert "\\[" not in text
+
+
+def _complete_bash(*words: str, cword: int | None = None) -> list[str]:
+    """What bash's completion function gets back, COMP_WORDS given as bash splits them (at colons
+    too: COMP_WORDBREAKS) and joined by the script's IFS, a newline."""
+    cword = len(words) - 1 if cword is None else cword
+    r = _cli(_BSDCRYPT_COMPLETE="complete_bash", COMP_WORDS="\n".join(words), COMP_CWORD=str(cword))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    return r.stdout.split()
+
+
+SHIPPED = _cli("recordings").stdout.split()
+
+
+def test_format_values_complete() -> None:
+    assert _complete_bash("bsdcrypt", "status", "--format", "") == ["table", "json", "yaml", "nagios", "prometheus"]
+    assert _complete_bash("bsdcrypt", "status", "-f", "n") == ["nagios"]
+    assert _complete_bash("bsdcrypt", "fleet-audit", "--format", "c") == ["csv"]
+    assert _complete_bash("bsdcrypt", "analyze", "-f", "") == ["table", "json", "yaml", "csv", "prometheus"]
+
+
+def test_host_completes_local_and_shipped_recordings() -> None:
+    assert len(SHIPPED) >= 15
+    assert _complete_bash("bsdcrypt", "status", "--host", "lo") == ["local"]
+    got = _complete_bash("bsdcrypt", "status", "-H", "")
+    assert got[: len(SHIPPED) + 1] == ["local", *(f"replay:{n}" for n in SHIPPED)]
+    assert all(v.startswith("replay:") and v.endswith(("/", ".yaml", ".yml")) for v in got[len(SHIPPED) + 1:])
+    # `replay:free` as bash splits it; bash replaces only the text after the colon
+    got = _complete_bash("bsdcrypt", "status", "--host", "replay", ":", "freebsd-13.0-hy")
+    assert got == ["freebsd-13.0-hyperv-builtin"]
+    got = _complete_bash("bsdcrypt", "record", "-o", "x.yaml", "--host", "replay", ":")
+    assert got[: len(SHIPPED)] == SHIPPED  # right after the colon; then this folder's directories
+
+
+def test_host_completes_recording_files(tmp_path: Path) -> None:
+    (tmp_path / "recs").mkdir()
+    (tmp_path / "recs" / "fw1.yaml").write_text("x")
+    (tmp_path / "recs" / "notes.txt").write_text("x")
+    got = _complete_bash("bsdcrypt", "status", "--host", "replay", ":", f"{tmp_path}/re")
+    assert got == [f"{tmp_path}/recs/"]
+    got = _complete_bash("bsdcrypt", "status", "--host", "replay", ":", f"{tmp_path}/recs/")
+    assert got == [f"{tmp_path}/recs/fw1.yaml"]  # recordings are YAML: notes.txt is not offered
+
+
+def test_zsh_and_fish_complete_host_and_format() -> None:
+    r = _cli(_BSDCRYPT_COMPLETE="complete_zsh", _TYPER_COMPLETE_ARGS="bsdcrypt status --host replay:freebsd-13.0-hy")
+    assert '"replay\\\\:freebsd-13.0-hyperv-builtin":"shipped recording"' in r.stdout
+    r = _cli(_BSDCRYPT_COMPLETE="complete_fish", _TYPER_COMPLETE_ARGS="bsdcrypt status -f pro",
+             _TYPER_COMPLETE_FISH_ACTION="get-args")
+    assert r.stdout.startswith("prometheus\t")
+
+
+def test_show_completion_in_an_unsupported_shell_is_one_line_exit_3() -> None:
+    cmd = " ".join(f"'{a}'" for a in CLI)
+    r = subprocess.run(["sh", "-c", f"{cmd} --show-completion; exit $?"], capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert r.returncode == 3 and r.stdout == ""
+    assert r.stderr.startswith("bsdcrypt: shell completion exists for bash") and r.stderr.count("\n") == 1
+
+
+def test_bash_script_keeps_going_after_replay_colon_and_directories() -> None:
+    r = subprocess.run(["bash", "-c", f"{' '.join(repr(a) for a in CLI)} --show-completion; exit $?"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0
+    assert "_BSDCRYPT_COMPLETE=complete_bash" in r.stdout and "compopt -o nospace" in r.stdout
