@@ -18,6 +18,7 @@ from bsdcrypt.bench import (
     compare,
     measure,
 )
+from bsdcrypt.bench.session import controller_name
 from bsdcrypt.host import RunResult
 from bsdcrypt.parsers.mdconfig import parse_mdconfig_list
 from bsdcrypt.parsers.swapinfo import parse_swapinfo_avail_kib
@@ -517,16 +518,30 @@ def test_leftovers_are_detected_and_cleanup_removes_only_ours() -> None:
     assert set(host.md) == {"md0", "md2"} and not host.eli
 
 
+def _dead_pid() -> int:
+    """The pid of a process that has exited (reaped): what a crashed bsdcrypt leaves in the state file."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _owner(pid: int, where: str | None = None) -> str:
+    return f"{pid}@{where or controller_name()}"
+
+
 def test_leftover_from_state_file_without_label_support() -> None:
     host = ScriptedHost(label_support=False)
     host.md["md1"] = Md("swap", "1024m", None)
-    host.state_file = "1732000000 md1\n"
+    host.state_file = f"1732000000 md1 {_owner(_dead_pid())} swap 1073741824\n"
     report = bench.cleanup_leftovers(host)
     assert report.removed == ["md1"]
     # a state file from an earlier boot is ignored: that md1 is not ours
     host2 = ScriptedHost(label_support=False)
     host2.md["md1"] = Md("swap", "1024m", None)
-    host2.state_file = "1600000000 md1\n"
+    host2.state_file = f"1600000000 md1 {_owner(_dead_pid())} swap 1073741824\n"
     assert bench.cleanup_leftovers(host2).removed == []
     assert "md1" in host2.md
 
@@ -534,8 +549,11 @@ def test_leftover_from_state_file_without_label_support() -> None:
 def test_old_mdconfig_without_label_falls_back_to_state_file() -> None:
     host = ScriptedHost(label_support=False)
     result = measure(host, PARAMS)
-    assert "mdconfig -a -t swap -s 1024m" in host.commands
-    assert any(c.startswith("umask 022; printf") for c in host.commands)
+    # without -L the unit is chosen and recorded first, then created with -u (mdconfig prints nothing)
+    assert "mdconfig -a -t swap -s 1024m -u 1" in host.commands
+    create = host.commands.index("mdconfig -a -t swap -s 1024m -u 1")
+    assert host.commands[create - 1].startswith("umask 022; printf")
+    assert " md1 " in host.commands[create - 1] and " swap 1073741824" in host.commands[create - 1]
     assert host.leaked() == [] and host.state_file is None and result.cleanup.ok
 
 
@@ -572,9 +590,18 @@ def test_compare_and_compiled_in_case() -> None:
     sp = compare(before, after)
     assert sp.ratio["write"] == pytest.approx(5.0)
     assert "software -> accelerated software" in sp.note
+    after.host.driver_compiled_in = True  # the reason comes from the facts when not given
     none = compare(None, after)
     assert none.ratio["write"] is None and "cannot be unloaded" in none.note
     assert none.ceiling_mib_s["write"] is not None
+    # the reason given wins: never "compiled in" when the "before" failed or the driver was loaded
+    failed = compare(None, after, "the 'before' measurement failed at step 'preflight: fio'")
+    assert "failed at step 'preflight: fio'" in failed.note and "compiled" not in failed.note
+    assert failed.no_before == "the 'before' measurement failed at step 'preflight: fio'"
+    after.host.driver_compiled_in, after.host.driver_state = False, "loaded"
+    assert "already loaded" in compare(None, after).note
+    after.host.driver_state = "no-device"
+    assert "compiled" not in compare(None, after).note
 
 
 def test_userland_advice() -> None:
@@ -611,6 +638,185 @@ def test_parsers_of_host_output() -> None:
     assert [e.name for e in parse_mdconfig_list("md0 md3 \n")] == ["md0", "md3"]
 
 
+# --------------------------------------------------------------------------- leftovers: whose they are
+
+
+def _labelled_leftover(host: ScriptedHost, state: str | None, *, eli: bool = True) -> None:
+    host.md["md1"] = Md("swap", "1024m", LABEL)
+    if eli:
+        host.eli.add("md1.eli")
+    host.state_file = state
+
+
+def test_stale_state_entry_for_an_unlabelled_md_is_dropped_never_destroyed() -> None:
+    # a crashed run recorded md1; md1 is long gone and the admin's own swap md1 now has that unit
+    for label in (None, "scratch"):
+        host = ScriptedHost(preexisting={"md0": Md("malloc", "64m", None), "md1": Md("swap", "1024m", label)})
+        host.state_file = "1732000000 md1\n"
+        result = measure(host, PARAMS)  # not refused: md1 is not ours
+        assert result.cleanup.ok and result.leftovers_removed == []
+        assert not any(c.startswith("mdconfig -d -u 1") for c in host.commands)
+        assert "md1" in host.md and host.md["md1"].label == label
+        assert host.state_file is None  # the stale entry is gone from the file
+        host.state_file = f"1732000000 md1 {_owner(_dead_pid())} swap 1073741824\n"
+        report = bench.cleanup_leftovers(host)
+        assert report.removed == [] and report.ok, report.summary()
+        assert "md1" in host.md and host.state_file is None
+        assert not any(c.startswith("mdconfig -d -u 1") for c in host.commands)
+
+
+def test_a_normal_run_removes_leftovers_of_a_crashed_run_and_says_so() -> None:
+    host = ScriptedHost()
+    _labelled_leftover(host, f"1732000000 md1 {_owner(_dead_pid())} swap 1073741824\n")
+    result = measure(host, PARAMS)
+    assert result.leftovers_removed == ["md1.eli", "md1"]
+    assert any("removed md1.eli, md1 left by an interrupted bsdcrypt bench" in w for w in result.warnings)
+    assert result.to_record()["leftovers_removed"] == ["md1.eli", "md1"]
+    assert "geli detach md1.eli" in host.commands
+    assert host.leaked() == [] and host.state_file is None and "md0" in host.md
+
+
+def test_leftovers_of_a_running_bench_are_never_removed() -> None:
+    import os
+
+    alive = _owner(os.getppid())  # a process that certainly runs
+    host = ScriptedHost()
+    _labelled_leftover(host, f"1732000000 md1 {alive} swap 1073741824\n")
+    with pytest.raises(BenchError) as info:
+        measure(host, PARAMS)
+    msg = str(info.value)
+    assert info.value.step == bench.ST_LEFTOVERS
+    assert "still running" in msg and f"pid {os.getppid()}" in msg
+    report = bench.cleanup_leftovers(host)
+    assert not report.ok and report.removed == []
+    assert report.refused and report.refused[0][0] == "md1" and "still running" in report.summary()
+    assert "md1" in host.md and "md1.eli" in host.eli
+    assert not any(c.startswith(("mdconfig -d", "geli detach")) for c in host.commands)
+    assert host.state_file == f"1732000000 md1 {alive} swap 1073741824\n"  # still names its owner
+
+
+def test_leftovers_of_a_bench_run_from_another_machine_are_left_alone() -> None:
+    host = ScriptedHost()
+    _labelled_leftover(host, "1732000000 md1 4242@laptop.example.org swap 1073741824\n")
+    with pytest.raises(BenchError) as info:
+        measure(host, PARAMS)
+    assert "laptop.example.org" in str(info.value) and "mdconfig -d -u 1 -o force" in str(info.value)
+    report = bench.cleanup_leftovers(host)
+    assert not report.ok and [d for d, _ in report.refused] == ["md1"]
+    assert "md1" in host.md
+
+
+def test_unclaimed_labelled_md_refuses_a_run_and_cleanup_removes_it() -> None:
+    host = ScriptedHost()
+    _labelled_leftover(host, None, eli=False)
+    with pytest.raises(BenchError, match="bsdcrypt bench --cleanup"):
+        measure(host, PARAMS)
+    assert "md1" in host.md
+    report = bench.cleanup_leftovers(host)
+    assert report.removed == ["md1"] and report.ok
+
+
+@pytest.mark.parametrize(
+    ("md", "state", "kept"),
+    [
+        (Md("swap", "512m", None), "swap 1073741824", True),  # another size: not the md we recorded
+        (Md("malloc", "1024m", None), "swap 1073741824", True),  # another type
+        (Md("swap", "1024m", None), "swap 1073741824", False),  # ours, owner gone: removed
+    ],
+)
+def test_without_labels_the_state_entry_must_match_type_and_size(md: Md, state: str, kept: bool) -> None:
+    host = ScriptedHost(label_support=False)
+    host.md["md1"] = md
+    host.state_file = f"1732000000 md1 {_owner(_dead_pid())} {state}\n"
+    report = bench.cleanup_leftovers(host)
+    assert report.ok
+    assert ("md1" in host.md) == kept
+    assert host.state_file is None  # a stale entry is dropped either way
+
+
+def test_without_labels_an_entry_without_owner_is_not_trusted() -> None:
+    host = ScriptedHost(label_support=False)
+    host.md["md1"] = Md("swap", "1024m", None)
+    host.state_file = "1732000000 md1\n"  # the first state format: no owner, no size
+    with pytest.raises(BenchError, match="remove it by hand"):
+        measure(host, PARAMS)
+    report = bench.cleanup_leftovers(host)
+    assert not report.ok and report.removed == [] and "md1" in host.md
+
+
+def test_state_entries_of_other_runs_survive_our_writes() -> None:
+    import os
+
+    other = f"1732000000 md1 {_owner(os.getppid())} swap 1073741824\n"
+    host = ScriptedHost(preexisting={"md1": Md("swap", "1024m", LABEL)})
+    host.state_file = other
+    with pytest.raises(BenchError, match="still running"):
+        measure(host, PARAMS)
+    assert host.state_file == other
+
+
+def _happy_nolabel_commands() -> list[str]:
+    host = ScriptedHost(label_support=False)
+    measure(host, PARAMS)
+    return host.commands
+
+
+HAPPY_NOLABEL = _happy_nolabel_commands()
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+@pytest.mark.parametrize(
+    "index", range(len(HAPPY_NOLABEL)), ids=[f"{i}:{c[:40]}" for i, c in enumerate(HAPPY_NOLABEL)]
+)
+def test_without_labels_an_interrupt_at_each_step_leaks_nothing(index: int, after: bool) -> None:
+    # in particular between creating the md and reading mdconfig's answer
+    host = ScriptedHost(label_support=False, interrupt_at=index, interrupt_after=after)
+    with pytest.raises(BenchInterrupted) as info:
+        measure(host, PARAMS)
+    assert info.value.cleanup is not None and info.value.cleanup.ok, str(info.value)
+    assert host.leaked() == [], host.commands[index:]
+    assert host.state_file is None or "md1" not in host.state_file
+
+
+def test_without_labels_a_unit_taken_meanwhile_is_skipped() -> None:
+    class RacingHost(ScriptedHost):
+        def _execute(self, kind: str, command: str) -> RunResult:
+            if kind == "mdconfig-attach" and command.endswith("-u 1") and "md1" not in self.md:
+                self.md["md1"] = Md("vnode", "64m", None)  # the admin was quicker
+                self.preexisting["md1"] = self.md["md1"]
+            return super()._execute(kind, command)
+
+    host = RacingHost(label_support=False)
+    result = measure(host, PARAMS)
+    assert "mdconfig -a -t swap -s 1024m -u 2" in host.commands
+    assert result.cleanup.ok and host.leaked() == [] and host.md["md1"].type == "vnode"
+
+
+# --------------------------------------------------------------------------- interrupts during cleanup
+
+
+def test_sigterm_while_cleaning_up_after_a_failed_step_is_an_interrupt() -> None:
+    import os
+    import signal
+
+    class TermDuringCleanup(ScriptedHost):
+        def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+            if command.startswith("geli detach"):
+                os.kill(os.getpid(), signal.SIGTERM)  # arrives while cleanup runs: deferred
+            return super().run(command, input=input, timeout=timeout)
+
+    idx = next(i for i, c in enumerate(HAPPY) if c.startswith("exec fio ") and ".eli" in c)
+    host = TermDuringCleanup(fail_at=idx)
+    with pytest.raises(BenchInterrupted) as info:
+        measure(host, PARAMS)
+    exc = info.value
+    assert exc.reason == "SIGTERM" and exc.step == "fio write on md1.eli"
+    assert exc.error is not None and "Operation not permitted" in exc.error
+    assert "while cleaning up after step 'fio write on md1.eli' failed" in str(exc)
+    assert exc.cleanup is not None and exc.cleanup.ok
+    assert host.leaked() == []
+
+
 # --------------------------------------------------------------------------- realism of the scripted host
 
 
@@ -619,6 +825,13 @@ def test_humanize_matches_mdconfig_lengths() -> None:
         "64M", "512M", "1024M", "1000M", "2048M"
     ]
     assert humanize(10000 << 20) == "9.8G" and humanize(16 << 30) == "16G"
+    from bsdcrypt.bench.session import parse_human_size, parse_md_rows
+
+    assert parse_human_size("  1.0G") == 1 << 30 and parse_human_size(" 1024M") == 1 << 30
+    rows, labels = parse_md_rows("md0\tswap\t  1.0G\t-\tbsdcrypt-bench\tcompress\n")
+    assert labels and rows[0].size == 1 << 30 and rows[0].label == LABEL
+    rows, labels = parse_md_rows("md0\tswap\t  1.0G\nmd1\tvnode\t   64M\t/tmp/img\n")
+    assert not labels and [r.size for r in rows] == [1 << 30, 64 << 20]
 
 
 def test_keylen_256_reaches_geli_and_the_result() -> None:
@@ -643,6 +856,14 @@ def test_failure_messages_name_the_device_of_the_run() -> None:
     with pytest.raises(BenchError) as info:
         measure(host, PARAMS)
     assert "func=open(/dev/md1.eli)" in str(info.value) and "md0" not in str(info.value)
+
+
+def test_geli_preflight_looks_in_the_kernel_module_path() -> None:
+    host = ScriptedHost()
+    measure(host, PARAMS)
+    check = next(c for c in host.commands if c.startswith("command -v geli"))
+    assert "kldstat -q -m g_eli" in check and "sysctl -n kern.module_path" in check
+    assert "geom_eli.ko" in check and "/boot/kernel/geom_eli.ko" not in check
 
 
 def test_fio_json_without_disk_util_as_freebsd_prints_it() -> None:

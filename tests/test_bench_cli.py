@@ -114,9 +114,21 @@ def test_userland_alone_needs_no_root_no_fio_and_touches_no_device(
     assert res.exit_code == 0, res.output
     assert "chacha20-poly1305" in res.stdout and "AES-NI masked" in res.stdout
     assert host.commands and all(ScriptedHost.kind(c) == "openssl" for c in host.commands)
-    assert host.created == [] and not list(tmp_path.glob("*.json"))
-    res = runner.invoke(app, ["bench", "--userland", "--format", "json"])
+    assert host.created == []
+    # the userland figures are saved as a record of their own kind (no GELI/md/fio fields)
+    records = list(tmp_path.glob("*.json"))
+    assert [p.name.endswith("-scripted-userland.json") for p in records] == [True]
+    rec = json.loads(records[0].read_text())
+    assert rec["kind"] == "bsdcrypt-bench-userland" and rec["schema"] == 1
+    assert rec["prefer"] in ("AES-GCM", "ChaCha20-Poly1305") and rec["advice"]
+    assert {c["cipher"] for c in rec["ciphers"]} == {"aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"}
+    assert rec["host"]["hostname"] == "scripted" and rec["started"] and rec["finished"]
+    assert f"saved: {records[0]}" in res.stdout
+    res = runner.invoke(app, ["bench", "--userland", "--format", "json", "--save", str(tmp_path)])
     assert res.exit_code == 0 and json.loads(res.stdout)["prefer"] in ("AES-GCM", "ChaCha20-Poly1305")
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    res = runner.invoke(app, ["bench", "--userland", "--no-save", "--save", str(tmp_path)])
+    assert res.exit_code == 0 and len(list(tmp_path.glob("*.json"))) == 2 and "saved:" not in res.stdout
 
 
 def test_prometheus_textfile(host: ScriptedHost, tmp_path: Path) -> None:
@@ -157,3 +169,67 @@ def test_prometheus_refused_for_userland(host: ScriptedHost) -> None:
     assert res.exit_code == 3
     assert "--userland has no Prometheus metrics" in res.stderr
     assert host.commands == []  # refused before anything ran
+
+
+def test_keylen_256_end_to_end(host: ScriptedHost) -> None:
+    res = runner.invoke(app, ["bench", "--no-save", "--keylen", "256", "--no-ceiling", "--no-read"])
+    assert res.exit_code == 0, res.output
+    assert "geli onetime -e AES-XTS -l 256 -s 4096 md1" in host.commands
+    assert "GELI: AES-XTS 256, sector 4096" in res.stdout
+
+
+def test_spread_is_the_same_figure_in_table_and_json() -> None:
+    from bsdcrypt.bench import BenchResult, HostFacts, Measurement, Sample
+    from bsdcrypt.commands.bench import render_table
+
+    mib = 1024 * 1024
+    m = Measurement("geli", "write", [Sample(b * mib, 1.0, 10000) for b in (100, 110, 90)])
+    result = BenchResult(HostFacts(), bench.BenchParams(directions=("write",), repeat=3), numjobs=1, measurements=[m])
+    assert result.to_record()["results"][0]["spread_pct"] == 20.0  # (110 - 90) / 100
+    table = render_table(result)
+    assert "20.0% (3 runs)" in table and "(max-min)/median" in table and "±" not in table
+
+
+def test_cleanup_refuses_the_devices_of_a_running_bench(host: ScriptedHost) -> None:
+    import os
+
+    from bsdcrypt.bench.session import controller_name
+
+    host.md["md1"] = Md("swap", "1024m", LABEL)
+    host.state_file = f"1732000000 md1 {os.getppid()}@{controller_name()} swap 1073741824\n"
+    res = runner.invoke(app, ["bench", "--cleanup"])
+    assert res.exit_code == 3
+    assert "left alone: md1: md1 belongs to a bsdcrypt bench that is still running" in res.stderr
+    assert "md1" in host.md
+
+
+def test_sigterm_during_cleanup_after_an_error_exits_130(host: ScriptedHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    from bsdcrypt.host import RunResult
+
+    scripted = host._execute
+
+    def execute(kind: str, command: str) -> RunResult:
+        if kind == "mdconfig-detach":
+            os.kill(os.getpid(), signal.SIGTERM)  # deferred until cleanup is done
+        return scripted(kind, command)
+
+    monkeypatch.setattr(host, "_execute", execute)
+    host.fail_at = next(i for i, c in enumerate(_happy()) if c.startswith("geli onetime"))
+    res = runner.invoke(app, ["bench", "--no-save"])
+    assert res.exit_code == 130, res.output
+    assert "bench interrupted (SIGTERM) while cleaning up after step 'geli onetime' failed" in res.stderr
+    assert "cleanup removed md1" in res.stderr
+    assert host.leaked() == []
+
+
+def test_host_help_names_user_and_ssh() -> None:
+    names = {c.name or getattr(c.callback, "__name__", None) for c in app.registered_commands}
+    if "bench" not in names:
+        _register_commands()
+    res = runner.invoke(app, ["bench", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    text = " ".join(res.stdout.split())
+    assert "local (default), or [user@]host[:port] over SSH (a recording cannot run a bench)" in text

@@ -19,13 +19,19 @@ Safety rules, enforced in one place (`_Devices`):
   (turned into an exception while a bench runs); it retries with force, verifies with
   `mdconfig -l`/`test -c`, and reports what could not be removed;
 * devices carry the md label `bsdcrypt-bench` (mdconfig -L) and are also listed in
-  /var/run/bsdcrypt-bench.units with the boot time, so the next run finds leftovers of
-  a crashed run (and `bench --cleanup` removes them) without guessing about others' md.
+  /var/run/bsdcrypt-bench.units with the boot time, the owner (`<pid>@<machine>` of the
+  bsdcrypt that made them), type and size. The next run removes a crashed run's leftovers
+  (labelled, owner gone) and refuses while a bench still runs or ownership is in doubt;
+  `bench --cleanup` also removes labelled units no entry claims. Without labels (old
+  mdconfig) the unit is chosen, recorded and then created with `-u N`, and a state entry
+  counts only while its unit is a swap md of the recorded size.
 """
 
 from bsdcrypt.bench.model import (
     LABEL,
     MIB,
+    NO_BEFORE_COMPILED_IN,
+    NO_BEFORE_LOADED,
     RECORD_SCHEMA,
     ST_CREATE,
     ST_DESTROY,
@@ -55,10 +61,12 @@ from bsdcrypt.bench.model import (
     UserlandResult,
     compare,
     fio_args,
+    no_before_reason,
+    userland_record,
 )
 from bsdcrypt.bench.openssl import IA32CAP_MASK, USERLAND_CIPHERS, userland, userland_advice
 from bsdcrypt.bench.run import cleanup_leftovers, measure
-from bsdcrypt.bench.session import RETRY_DELAY_S, BenchSession
+from bsdcrypt.bench.session import RETRY_DELAY_S, BenchSession, Leftover
 from bsdcrypt.bench.signals import signals_deferred, sigterm_raises
 
 __all__ = [
@@ -94,6 +102,11 @@ __all__ = [
     "BenchResult",
     "Speedup",
     "compare",
+    "no_before_reason",
+    "NO_BEFORE_COMPILED_IN",
+    "NO_BEFORE_LOADED",
+    "userland_record",
+    "Leftover",
     "sigterm_raises",
     "signals_deferred",
     "BenchSession",

@@ -48,17 +48,30 @@ class BenchError(BsdcryptError):
 
 
 class BenchInterrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM during a bench; raised after cleanup, naming the step it hit."""
+    """Ctrl-C or SIGTERM during a bench; raised after cleanup, naming the step it hit.
 
-    def __init__(self, reason: str, step: str | None = None, cleanup: CleanupReport | None = None) -> None:
+    `error` is set when the interrupt arrived while cleaning up after a failed step: the
+    interrupt wins (exit 130), and the message still says what failed.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        step: str | None = None,
+        cleanup: CleanupReport | None = None,
+        error: str | None = None,
+    ) -> None:
         self.reason = reason
         self.step = step
         self.cleanup = cleanup
+        self.error = error
         super().__init__(reason)
 
     def __str__(self) -> str:
         text = f"bench interrupted ({self.reason})"
-        if self.step:
+        if self.error:
+            text += f" while cleaning up after step '{self.step}' failed: {self.error}"
+        elif self.step:
             text += f" during step '{self.step}'"
         if self.cleanup is not None:
             text += f"; {self.cleanup.summary()}"
@@ -225,18 +238,26 @@ class Measurement:
 class CleanupReport:
     removed: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (device, why)
+    # `bench --cleanup` only: leftovers it would not touch (a bench still running, an owner it
+    # cannot check), each with what to do
+    refused: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.refused
 
     def summary(self) -> str:
+        parts: list[str] = []
         if self.failed:
             left = ", ".join(f"{dev} ({why})" for dev, why in self.failed)
-            return f"cleanup could NOT remove: {left}; remove by hand or run `bsdcrypt bench --cleanup`"
-        if self.removed:
-            return "cleanup removed " + ", ".join(self.removed)
-        return "nothing to clean up"
+            parts.append(f"cleanup could NOT remove: {left}; remove by hand or run `bsdcrypt bench --cleanup`")
+            if self.removed:
+                parts.append("removed " + ", ".join(self.removed))
+        elif self.removed:
+            parts.append("cleanup removed " + ", ".join(self.removed))
+        if self.refused:
+            parts.append("left alone: " + "; ".join(f"{dev}: {why}" for dev, why in self.refused))
+        return "; ".join(parts) or "nothing to clean up"
 
 
 @dataclass
@@ -268,7 +289,8 @@ class BenchResult:
     finished: str = ""
     warnings: list[str] = field(default_factory=list)
     cleanup: CleanupReport = field(default_factory=CleanupReport)
-    userland: UserlandResult | None = None
+    leftovers_removed: list[str] = field(default_factory=list)  # a crashed run's devices removed first
+    context: str | None = None  # e.g. "enable --bench: before"
 
     def get(self, target: str, direction: str) -> Measurement | None:
         for m in self.measurements:
@@ -293,6 +315,7 @@ class BenchResult:
         return {
             "schema": RECORD_SCHEMA,
             "kind": "bsdcrypt-bench",
+            "context": self.context,
             "started": self.started,
             "finished": self.finished,
             "host": asdict(self.host),
@@ -308,8 +331,23 @@ class BenchResult:
             },
             "warnings": list(self.warnings),
             "cleanup": {"removed": self.cleanup.removed, "failed": [list(f) for f in self.cleanup.failed]},
-            "userland": None if self.userland is None else asdict(self.userland),
+            "leftovers_removed": list(self.leftovers_removed),
         }
+
+
+def userland_record(u: UserlandResult, host: HostFacts, started: str, finished: str) -> dict[str, Any]:
+    """The saved record of `bench --userland`: a kind of its own (no GELI, md or fio figures)."""
+    return {
+        "schema": RECORD_SCHEMA,
+        "kind": "bsdcrypt-bench-userland",
+        "started": started,
+        "finished": finished,
+        "host": asdict(host),
+        "openssl_version": u.openssl_version,
+        "ciphers": [asdict(c) for c in u.ciphers],
+        "prefer": u.prefer,
+        "advice": u.advice,
+    }
 
 
 @dataclass
@@ -323,14 +361,49 @@ class Speedup:
     before_crypto: str | None
     after_crypto: str | None
     note: str = ""
+    no_before: str | None = None  # why there is no "before" (None when there is one)
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(d: dict[str, float | None], nd: int) -> dict[str, float | None]:
+            return {k: None if v is None else round(v, nd) for k, v in d.items()}
+
+        return {
+            "ratio": r(self.ratio, 2),
+            "before_mib_per_s": r(self.before_mib_s, 1),
+            "after_mib_per_s": r(self.after_mib_s, 1),
+            "ceiling_mib_per_s": r(self.ceiling_mib_s, 1),
+            "before_crypto": self.before_crypto,
+            "after_crypto": self.after_crypto,
+            "no_before": self.no_before,
+            "note": self.note,
+        }
 
 
-def compare(before: BenchResult | None, after: BenchResult) -> Speedup:
+# Why there is no "before" measurement: compare(None, after, why) says which.
+NO_BEFORE_COMPILED_IN = "the crypto driver is compiled into this kernel and cannot be unloaded"
+NO_BEFORE_LOADED = (
+    "the driver was already loaded (kldload) before this run; `kldunload` it first to measure a 'before'"
+)
+NO_BEFORE_UNKNOWN = "no reason given"
+
+
+def no_before_reason(host: HostFacts) -> str:
+    """The reason implied by the host facts alone (compiled in, already loaded, or unknown)."""
+    if host.driver_compiled_in or host.driver_state == "builtin":
+        return NO_BEFORE_COMPILED_IN
+    if host.driver_state == "loaded":
+        return NO_BEFORE_LOADED
+    return NO_BEFORE_UNKNOWN
+
+
+def compare(before: BenchResult | None, after: BenchResult, why_no_before: str | None = None) -> Speedup:
     """Speedup of `after` over `before`.
 
-    `before` is None when no "before" can be measured on this kernel (the driver is
-    compiled in and cannot be unloaded): the ratio is then None and the note says so;
-    report the absolute figure against the md ceiling instead.
+    `before` is None when there is no "before": the driver is compiled in and cannot be
+    unloaded, it was already loaded, the "before" measurement failed, or nothing was loaded.
+    Pass the actual reason as `why_no_before` (without it, it is inferred from `after.host`:
+    compiled in, already loaded, or unknown); the ratio is then None and the note gives the
+    reason; report the absolute figure against the md ceiling instead.
     """
     ratio: dict[str, float | None] = {}
     b_mib: dict[str, float | None] = {}
@@ -344,13 +417,14 @@ def compare(before: BenchResult | None, after: BenchResult) -> Speedup:
         b_mib[d] = b.median_mib_s if b else None
         c_mib[d] = c.median_mib_s if c else None
         ratio[d] = a.median_bw / b.median_bw if a and b and b.median_bw else None
+    no_before: str | None = None
     if before is None:
-        note = (
-            "no 'before' can be measured on this kernel (the crypto driver is compiled in and "
-            "cannot be unloaded); showing the absolute GELI figure against the md ceiling"
-        )
+        no_before = why_no_before or no_before_reason(after.host)
+        note = f"no 'before' measurement: {no_before}; showing the absolute GELI figure against the md ceiling"
     elif before.crypto == after.crypto:
         note = f"GELI used the same crypto path before and after ({after.crypto}); the change had no effect"
     else:
         note = f"GELI crypto path: {before.crypto} -> {after.crypto}"
-    return Speedup(ratio, b_mib, a_mib, c_mib, before.crypto if before else None, after.crypto, note)
+    return Speedup(
+        ratio, b_mib, a_mib, c_mib, before.crypto if before else None, after.crypto, note, no_before
+    )

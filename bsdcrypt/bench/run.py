@@ -9,9 +9,7 @@ from typing import Any
 from bsdcrypt.bench.model import (
     ST_LEFTOVERS,
     ST_ROOT,
-    ST_STATE,
     ST_SYSCTL,
-    STATE_FILE,
     BenchError,
     BenchInterrupted,
     BenchParams,
@@ -38,13 +36,19 @@ def _guarded(session: BenchSession, body: Callable[[], Any]) -> tuple[Any, Clean
             value = body()
         except BenchError as exc:
             exc.cleanup = session.cleanup()
+            if session.interrupted:  # Ctrl-C/SIGTERM while cleaning up: raised now that it is done
+                raise BenchInterrupted(session.interrupted, exc.step, exc.cleanup, exc.detail) from exc
             raise
         except KeyboardInterrupt as exc:
             reason = exc.reason if isinstance(exc, BenchInterrupted) else "Ctrl-C"
             raise BenchInterrupted(reason, session.step, session.cleanup()) from exc
         except BaseException as exc:
             failed_step = session.step or "bench"
-            raise BenchError(failed_step, f"{type(exc).__name__}: {exc}", session.cleanup()) from exc
+            detail = f"{type(exc).__name__}: {exc}"
+            report = session.cleanup()
+            if session.interrupted:
+                raise BenchInterrupted(session.interrupted, failed_step, report, detail) from exc
+            raise BenchError(failed_step, detail, report) from exc
         step = session.step
         report = session.cleanup()
         if session.interrupted:
@@ -70,14 +74,7 @@ def measure(
     def body() -> BenchResult:
         hf = facts or HostFacts()
         sysctl = session.preflight()
-        leftovers = session.find_leftovers()
-        if leftovers:
-            session.step = ST_LEFTOVERS
-            raise BenchError(
-                ST_LEFTOVERS,
-                f"found {', '.join(leftovers)} left by an interrupted bsdcrypt bench; "
-                "remove them with `bsdcrypt bench --cleanup`",
-            )
+        _clear_leftovers(session)
         _fill_facts(hf, sysctl)
         numjobs = params.numjobs or hf.ncpu or 1
         result = BenchResult(host=hf, params=params, numjobs=numjobs, fio_version=sysctl.get("fio_version"))
@@ -114,11 +111,40 @@ def measure(
     result.started = started
     result.finished = _now()
     result.warnings = session.warnings
+    result.leftovers_removed = session.leftovers_removed
     if params.repeat == 1:
         result.warnings.append("single run: no spread; use --repeat N for a median and spread")
     if not report.ok:
         result.warnings.append(report.summary())
     return result
+
+
+def _clear_leftovers(session: BenchSession) -> None:
+    """Before a run: remove what a crashed run of this machine certainly left (its owner is gone),
+    report it, and refuse while anything else is there (a bench still running, or doubt)."""
+    leftovers = session.find_leftovers()
+    session.step = ST_LEFTOVERS
+    certain = [lo for lo in leftovers if lo.certain]
+    if certain:
+        for lo in certain:
+            session.adopt_leftover(lo)
+        report = session.cleanup()
+        if session.interrupted:
+            raise BenchInterrupted(session.interrupted, ST_LEFTOVERS, report)
+        session.step = ST_LEFTOVERS
+        if not report.ok:
+            raise BenchError(ST_LEFTOVERS, f"could not remove what an interrupted bench left: {report.summary()}")
+        owners = sorted({lo.owner.replace("@", " on ") for lo in certain if lo.owner})
+        msg = (
+            f"removed {', '.join(report.removed)} left by an interrupted bsdcrypt bench "
+            f"(pid {', '.join(owners)}, no longer running)"
+        )
+        session.leftovers_removed.extend(report.removed)
+        session.warnings.append(msg)
+        session.progress(msg)
+    doubtful = [lo for lo in leftovers if not lo.certain]
+    if doubtful:
+        raise BenchError(ST_LEFTOVERS, "; ".join(lo.why for lo in doubtful))
 
 
 def _fill_facts(hf: HostFacts, sysctl: dict[str, str]) -> None:
@@ -135,8 +161,14 @@ def _fill_facts(hf: HostFacts, sysctl: dict[str, str]) -> None:
 
 
 def cleanup_leftovers(host: Host, progress: Callable[[str], None] | None = None) -> CleanupReport:
-    """`bench --cleanup`: remove md units (and their .eli) an interrupted bench left behind."""
+    """`bench --cleanup`: remove md units (and their .eli) an interrupted bench left behind.
+
+    Removes units whose owner is gone and labelled units no state entry claims; leaves alone
+    (in `.refused`, with what to do) units of a bench still running, of a bsdcrypt on another
+    machine, and unlabelled state entries that name no owner.
+    """
     session = BenchSession(host, BenchParams(), progress)
+    refused: list[tuple[str, str]] = []
 
     def body() -> None:
         res = session.must(ST_ROOT, "id -u")
@@ -145,13 +177,14 @@ def cleanup_leftovers(host: Host, progress: Callable[[str], None] | None = None)
         out = session.run(ST_SYSCTL, "sysctl kern.boottime").stdout.decode(errors="replace")
         facts = parse_sysctl(out)
         session.boottime = parse_boottime(facts.get("kern.boottime"))
-        for md in session.find_leftovers():
-            session.devices.md.append(md)
-            eli = f"{md}.eli"
-            if session.run(ST_LEFTOVERS, f"test -c /dev/{eli}").ok:
-                session.devices.eli.append(eli)
+        for lo in session.find_leftovers():
+            if lo.status in ("dead", "unclaimed"):
+                session.adopt_leftover(lo)
+            else:
+                refused.append((lo.md, lo.why))
         if not session.devices.md:
-            session.run(ST_STATE, f"rm -f {STATE_FILE}")
+            session.write_state()
 
     _, report = _guarded(session, body)
+    report.refused = refused
     return report

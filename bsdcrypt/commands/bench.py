@@ -21,6 +21,7 @@ from bsdcrypt.bench import (
     Speedup,
     UserlandResult,
 )
+from bsdcrypt.bench.model import userland_record
 from bsdcrypt.host import Host
 
 FORMATS = ("table", "json", "yaml", "prometheus")
@@ -33,18 +34,28 @@ def default_results_dir() -> Path:
     return Path(base) / "bsdcrypt" / "bench"
 
 
-def save_record(result: BenchResult, directory: Path) -> Path:
-    """Write the run's JSON record as DIR/<UTC time>-<host>.json; returns the path."""
+def save_json(record: dict[str, Any], directory: Path, started: str, hostname: str | None, suffix: str = "") -> Path:
+    """Write a record as DIR/<UTC time>-<host><suffix>.json (never over an existing file)."""
     directory.mkdir(parents=True, exist_ok=True)
-    stamp = re.sub(r"[^0-9T]", "", result.started.split("+")[0]) or "run"
-    host = re.sub(r"[^A-Za-z0-9._-]", "_", result.host.hostname or "host")
-    path = directory / f"{stamp}-{host}.json"
+    stamp = re.sub(r"[^0-9T]", "", started.split("+")[0]) or "run"
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", hostname or "host")
+    path = directory / f"{stamp}-{host}{suffix}.json"
     n = 1
     while path.exists():
         n += 1
-        path = directory / f"{stamp}-{host}-{n}.json"
-    path.write_text(json.dumps(result.to_record(), indent=2) + "\n", encoding="utf-8")
+        path = directory / f"{stamp}-{host}{suffix}-{n}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def save_record(result: BenchResult, directory: Path) -> Path:
+    """Write the run's JSON record as DIR/<UTC time>-<host>.json; returns the path."""
+    return save_json(result.to_record(), directory, result.started, result.host.hostname)
+
+
+def spread_text(m: Any) -> str:
+    """The spread as the record defines it, (max-min)/median, or "single run"."""
+    return "single run" if m.single else f"{m.spread_pct or 0:.1f}% ({len(m.samples)} runs)"
 
 
 def _bar(value: float, top: float) -> str:
@@ -81,10 +92,12 @@ def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
     ]
     table = []
     for m in result.measurements:
-        spread = "single run" if m.single else f"±{(m.spread_pct or 0) / 2:.1f}% ({len(m.samples)} runs)"
+        spread = spread_text(m)
         what = f"GELI on md ({result.crypto or '?'})" if m.target == "geli" else "bare md (ceiling)"
         table.append([m.direction, what, f"{m.median_mib_s:.0f}", f"{m.median_iops:.0f}", spread])
-    lines.append(tabulate(table, headers=["dir", "target", "MiB/s", "IOPS", "spread"], tablefmt="simple"))
+    lines.append(
+        tabulate(table, headers=["dir", "target", "MiB/s", "IOPS", "spread (max-min)/median"], tablefmt="simple")
+    )
     lines.append("")
     for d in p.directions:
         rows: list[tuple[str, float]] = []
@@ -106,9 +119,6 @@ def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
         lines.append(f"  {speedup.note}")
     for w in result.warnings:
         lines.append(f"note: {w}")
-    if result.userland is not None:
-        lines.append("")
-        lines.append(render_userland(result.userland).rstrip("\n"))
     return "\n".join(lines) + "\n"
 
 
@@ -123,6 +133,12 @@ def render_userland(u: UserlandResult) -> str:
     head = f"userland (openssl {u.openssl_version or '?'} speed -evp, 16 KiB blocks, MiB/s):"
     body = tabulate(rows, headers=["cipher", "MiB/s", "AES-NI masked"], tablefmt="simple")
     return f"{head}\n{body}\n{u.advice}\n"
+
+
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _facts_for(host: Host) -> HostFacts | None:
@@ -145,6 +161,14 @@ def _dump(data: Any, fmt: str) -> str:
     return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000))
 
 
+def _host_help() -> str:
+    # typer's rich help reads "[user@]" as markup and drops it; plain click help prints it as is
+    import typer.core
+
+    user = "\\[user@]" if getattr(typer.core, "HAS_RICH", False) else "[user@]"
+    return f"local (default), or {user}host[:port] over SSH (a recording cannot run a bench)."
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
@@ -153,7 +177,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--host",
                 "-H",
-                help="local (default), [user@]host[:port] over SSH.",
+                help=_host_help(),
                 envvar="BSDCRYPT_HOST",
             ),
         ] = "local",
@@ -199,8 +223,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure GELI (AES-XTS) on a swap-backed md device with fio, against the bare md ceiling.
 
-        Needs root and fio (pkg install fio). Only touches the md device it creates; cleans up on
-        success, error, Ctrl-C and SIGTERM. Exit status: 0 done, 3 error, 130 interrupted.
+        Needs root and fio (pkg install fio). Touches only the md devices it creates.
+
+        Cleans up on success, error, Ctrl-C and SIGTERM; removes what a crashed run of its own left.
+
+        Exit status: 0 done, 3 error, 130 interrupted.
         """
         from bsdcrypt import bench as engine
         from bsdcrypt.cli import fail, write_report
@@ -219,14 +246,29 @@ def register(app: typer.Typer) -> None:
                 # Userland only: openssl speed needs neither root nor fio nor an md device.
                 facts = _facts_for(h)
                 x86 = facts is None or facts.arch in (None, "amd64", "i386", "x86_64")
+                started = _now()
                 u = engine.userland(h, x86=x86)
-                text = render_userland(u) if fmt == "table" else _dump(dataclasses.asdict(u), fmt)
+                where = None
+                if not no_save:
+                    hf = facts or HostFacts(hostname=h.name)
+                    record = userland_record(u, hf, started, _now())
+                    try:
+                        directory = Path(save).expanduser() if save else default_results_dir()
+                        where = save_json(record, directory, started, hf.hostname, "-userland")
+                    except OSError as exc:
+                        typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
+                if fmt == "table":
+                    text = render_userland(u) + (f"saved: {where}\n" if where else "")
+                else:
+                    text = _dump(dataclasses.asdict(u), fmt)
                 write_report(text, output)
                 raise typer.Exit(0)
             if cleanup:
                 report = engine.cleanup_leftovers(h, progress)
+                if not report.ok:
+                    fail(report.summary())
                 typer.echo(report.summary())
-                raise typer.Exit(0 if report.ok else 3)
+                raise typer.Exit(0)
             params = BenchParams(
                 size_mib=size,
                 keylen=keylen,
