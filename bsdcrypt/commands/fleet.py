@@ -95,8 +95,7 @@ def _fleet_audit(
         accept_new=accept_new,
     )
     auditor = fleet.Auditor(options)
-    if any(not e.is_replay for e in hosts.entries):
-        auditor.ssh_context()  # a bad --ssh-config is one error, not a row per host
+    auditor.prepare(hosts.entries, strict=True)  # a bad --ssh-config is one error, not a row per host
     progress = fleet.Progress(len(hosts.entries), enabled=None if not quiet else False)
     run = fleet.run_fleet(hosts.entries, options, progress, auditor)
     run.duplicates = notes

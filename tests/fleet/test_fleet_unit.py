@@ -96,6 +96,31 @@ def test_name_resolution_failure_is_a_row(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert "cannot resolve nosuchhost.invalid" in (r.error or "")
 
 
+def test_the_ssh_context_is_built_before_any_deadline_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Importing paramiko and parsing the config take time (0.5 s on a loaded machine): that must not
+    count against the first hosts' timeout (it made the test above flaky: 'timeout' instead of 'resolve')."""
+
+    def no_dns(*args: object, **kwargs: object) -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n")
+
+    class SlowContext(Auditor):
+        def ssh_context(self):  # type: ignore[no-untyped-def]
+            if self._ctx is None:
+                time.sleep(1.5)  # longer than the hosts' timeout
+            return super().ssh_context()
+
+    opts = FleetOptions(timeout=0.5, ssh_config=str(cfg), parallel=2)
+    entries = parse_hosts("root@a.invalid\nroot@b.invalid\n", "h").entries
+    run = run_fleet(entries, opts, auditor=SlowContext(opts))
+    assert [r.error_kind for r in run.results] == ["resolve", "resolve"], [r.error for r in run.results]
+
+
 def _blob(seed: bytes) -> tuple[str, bytes]:
     blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + hashlib.sha256(seed).digest()
     return base64.b64encode(blob).decode(), blob
