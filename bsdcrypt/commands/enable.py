@@ -93,26 +93,6 @@ def _confirm(yes: bool) -> None:
         raise typer.Exit(EXIT_DECLINED)
 
 
-def _measure(host: Any, status: Any, when: str) -> Any:
-    """One GELI-on-md measurement for --bench (bsdcrypt.bench); None, with a message, if it failed."""
-    from bsdcrypt.bench import BenchError, BenchParams, HostFacts, measure
-
-    typer.echo(f"--bench: measuring {when} (GELI on a swap-backed md device, then the bare md ceiling)...", err=True)
-    try:
-        return measure(host, BenchParams(), HostFacts.from_status(status))
-    except BenchError as exc:
-        typer.echo(f"--bench ({when}): {exc}", err=True)
-        return None
-
-
-def _report_bench(before: Any, after: Any) -> None:
-    from bsdcrypt.bench import compare
-    from bsdcrypt.commands.bench import render_table
-
-    if after is not None:
-        typer.echo(render_table(after, compare(before, after)), nl=False)
-
-
 PlanFor = Callable[[PlanInput, list[tuple[str, bytes]]], Plan]
 
 
@@ -129,6 +109,7 @@ def _execute(
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     host = parse_host_spec(host_spec)
+    eb: Any = None  # --bench: bsdcrypt.commands.bench.EnableBench
     try:
         if root:
             from bsdcrypt.act import ActError, check_root
@@ -172,9 +153,17 @@ def _execute(
             plan: Plan = plan_for(inp, files)
         except EditError as exc:  # the editor could not prove a change correct: one line, nothing written
             fail(str(exc))
+        if bench and not dry_run and plan.refusal is None:
+            from bsdcrypt.commands.bench import EnableBench
+
+            eb = EnableBench(fmt)
         if fmt == "json":
             target = f"{status.host}:{root}" if root else status.host
-            typer.echo(json.dumps({"host": target, "plan": plan_to_dict(plan)}, indent=2))
+            doc = {"host": target, "plan": plan_to_dict(plan)}
+            if eb is not None:
+                eb.document = doc  # printed when enable is done, with the "bench" member
+            else:
+                typer.echo(json.dumps(doc, indent=2))
         else:
             typer.echo(render_plan(plan, f"the system at {root} (on {status.host})" if root else status.host), nl=False)
         if plan.refusal is not None:
@@ -187,9 +176,10 @@ def _execute(
         if not plan.changes_something:
             if fmt == "text":
                 typer.echo("nothing to change.")
-            if bench and not dry_run:
-                # Compiled in (or already loaded): no "before" exists on this kernel; report the absolute figure.
-                _report_bench(None, _measure(host, status, "with the driver as it is"))
+            if eb is not None:
+                # Compiled in, already loaded, or nothing to load: no "before"; report the absolute figure.
+                eb.measure(host, status, "as it is", state="nothing was changed")
+                eb.report(eb.no_before_reason(status, loads_driver=False, changes=False))
             raise typer.Exit(0)
         if dry_run:
             if fmt == "text":
@@ -197,7 +187,8 @@ def _execute(
             raise typer.Exit(0)
         _confirm(yes)
         loads_driver = any(isinstance(a, RunCommand) and a.argv[:1] == ("kldload",) for a in plan.actions)
-        before = _measure(host, status, "before enabling") if bench and loads_driver else None
+        if eb is not None and loads_driver:
+            eb.measure(host, status, "before", state="nothing was changed (enable had not started)")
         perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"), root=root)
         if plan.writes:
             from bsdcrypt.loaderconf import effective, is_yes
@@ -208,10 +199,13 @@ def _execute(
             where = f"{eff.path}:{eff.line}" if eff else "nowhere"
             state = "in effect" if is_yes(eff) else "not in effect"
             typer.echo(f'  re-read: {driver}_load="YES" is {state} ({where})', err=fmt == "json")
-        if bench:
+        if eb is not None:
             after_status = assess(gather(host), host.name, host.spec)
-            _report_bench(before, _measure(host, after_status, "after enabling"))
+            eb.measure(host, after_status, "after", state=eb.done(loads_driver, bool(plan.writes)))
+            eb.report(eb.no_before_reason(status, loads_driver=loads_driver, changes=True))
     finally:
+        if eb is not None:
+            eb.close()
         host.close()
 
 
