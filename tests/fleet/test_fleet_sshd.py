@@ -342,3 +342,16 @@ def test_proxy_command_ssh_w_through_a_jump_host(loopback_fleet: FleetEnv, tmp_p
     conns, execs = fl.counts(mark)
     assert (conns[jump], execs[jump]) == (2, 0)
     assert (conns[target], execs[target]) == (1, 1)
+
+
+def test_output_into_a_missing_folder_fails_before_the_audit(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
+    fl = loopback_fleet.fleet
+    hosts = tmp_path / "h.txt"
+    hosts.write_text(f"{loopback_fleet.spec(next(iter(loopback_fleet.healthy)))}\n")
+    mark = fl.log_mark()
+    for out, why in ((tmp_path / "no-such-dir" / "r.json", "there is no folder"), (tmp_path, "it is a folder")):
+        run = bsdcrypt("fleet-audit", str(hosts), "-F", str(fl.ssh_config), "-f", "json", "-o", str(out))
+        assert run.returncode == 3
+        assert run.stderr.count("\n") == 1 and why in run.stderr and "Traceback" not in run.stderr
+    time.sleep(0.3)
+    assert sum(fl.counts(mark)[0].values()) == 0  # no host was contacted
