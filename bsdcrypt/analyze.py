@@ -55,6 +55,7 @@ class Collected:
     evidence: Evidence | None = None
     error_kind: str | None = None
     error: str | None = None
+    unrecognised: bool = False  # none of the accepted kinds at all (a README, a report): skippable in a folder
 
 
 def _strip_pty(data: bytes) -> bytes:
@@ -148,12 +149,16 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
     """Everything one input file holds (one host for raw output and recordings, many for Ansible).
 
     Content that is none of the accepted kinds becomes one `garbage` row, never an exception, so
-    one bad file does not hide the rest of a fleet.
+    one bad file does not hide the rest of a fleet; `unrecognised` marks the rows of files that are
+    not collected output at all (text without probe frames, JSON not from Ansible), which `analyze
+    DIR` skips. An empty file stays a row: the engine collected nothing for that host.
     """
 
-    def garbage(why: str) -> list[Collected]:
-        return [Collected(path, path, f"file:{path}", error_kind="garbage", error=why)]
+    def garbage(why: str, unrecognised: bool = False) -> list[Collected]:
+        return [Collected(path, path, f"file:{path}", error_kind="garbage", error=why, unrecognised=unrecognised)]
 
+    if not data.strip():
+        return garbage("the file is empty: the engine collected no output")
     if data.lstrip()[:1] == b"{":
         try:
             doc = json.loads(data.decode("utf-8", "replace"))
@@ -163,7 +168,7 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
             # `ansible --tree DIR`: one file per host, named after it, holding that host's result
             doc = {"plays": [{"tasks": [{"hosts": {Path(path).name: doc}}]}]}
         if not isinstance(doc, dict) or "plays" not in doc:
-            return garbage("JSON neither from Ansible's json callback nor from ansible --tree")
+            return garbage("JSON neither from Ansible's json callback nor from ansible --tree", unrecognised=True)
         return _ansible(doc, path, token) or garbage("the Ansible output has no host results")
     if _FRAME.search(_strip_pty(data)) or token:
         return [_from_bytes(data, path, path, f"file:{path}", token)]
@@ -175,7 +180,7 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
         except BsdcryptError as exc:
             return garbage(str(exc))
         return [Collected(str(doc.get("host") or Path(path).stem), path, f"replay:{path}", evidence)]
-    return garbage("neither bsdcrypt probe output, Ansible JSON output nor a bsdcrypt recording")
+    return garbage("neither bsdcrypt probe output, Ansible JSON output nor a bsdcrypt recording", unrecognised=True)
 
 
 def to_status(c: Collected) -> Status:

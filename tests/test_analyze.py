@@ -237,3 +237,40 @@ def test_a_missing_file_is_a_row_and_the_rest_is_still_analyzed(tmp_path: Path) 
     rows = json.loads(r.stdout)["hosts"]
     kinds = sorted(f["id"] for row in rows for f in row["findings"])
     assert "collect-unreadable" in kinds and len(rows) == 2
+
+
+def test_a_directory_skips_files_that_are_not_collected_output(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "fw1").write_text(json.dumps(_ok(BUILTIN)))  # ansible --tree: named after the host
+    (tree / "db1.out").write_bytes(_raw(GELI))
+    (tree / "README.md").write_text("# what we collected\n")
+    (tree / "probe.sh").write_text("#!/bin/sh\necho hi\n")
+    (tree / "fleet.json").write_text(json.dumps({"schema": 1, "hosts": []}))  # an earlier report
+    (tree / "cut.out").write_bytes(_raw(BUILTIN)[:200])  # collected, but cut off: still a host
+    (tree / "empty.out").write_bytes(b"")  # the engine collected nothing: still a host
+    r = _cli("analyze", "-f", "json", str(tree))
+    rows = {h["fleet"]["target"].rsplit("/", 1)[-1]: h for h in json.loads(r.stdout)["hosts"]}
+    assert sorted(rows) == ["cut.out", "db1.out", "empty.out", "fw1"]
+    assert rows["cut.out"]["findings"][0]["id"] == "collect-cut-off"
+    assert rows["empty.out"]["findings"][0]["id"] == "collect-garbage"
+    assert "empty" in rows["empty.out"]["findings"][0]["message"]
+    notes = r.stderr.decode().splitlines()
+    assert sorted(notes) == [f"bsdcrypt: skipped {tree / n}: not probe output, Ansible JSON or a recording"
+                             for n in ("README.md", "fleet.json", "probe.sh")]
+    assert r.returncode == 2  # the worst host: db1 is critical (outranks the unknown cut.out, empty.out)
+    # named explicitly, the same file is a row: the user asked for it
+    r = _cli("analyze", "-f", "json", str(tree / "README.md"))
+    assert r.returncode == 3 and json.loads(r.stdout)["hosts"][0]["findings"][0]["id"] == "collect-garbage"
+
+
+def test_the_shipped_recordings_folder_analyzes_without_its_readme() -> None:
+    r = _cli("analyze", "-f", "csv", str(ROOT / "fixtures" / "hosts"))
+    assert b"collect-garbage" not in r.stdout and b"README.md" in r.stderr
+    assert len(r.stdout.decode().splitlines()) - 1 == len(HOSTS)
+
+
+def test_a_directory_with_nothing_collected_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("notes\n")
+    r = _cli("analyze", str(tmp_path))
+    assert r.returncode == 3 and r.stdout == b"" and b"nothing to analyze" in r.stderr

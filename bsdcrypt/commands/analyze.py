@@ -57,17 +57,18 @@ def analyze(
     raise typer.Exit(code)
 
 
-def _expand(files: list[str]) -> list[str]:
-    """A directory (e.g. `ansible --tree DIR`) stands for the files in it, by name; dotfiles skipped."""
+def _expand(files: list[str]) -> list[tuple[str, bool]]:
+    """A directory (e.g. `ansible --tree DIR`) stands for the files in it, by name; dotfiles skipped.
+    Each path comes with whether it was found in a directory (rather than named by the user)."""
     import os
 
-    out: list[str] = []
+    out: list[tuple[str, bool]] = []
     for path in files:
         if path != "-" and os.path.isdir(path):
             names = sorted(n for n in os.listdir(path) if not n.startswith("."))
-            out += [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
+            out += [(os.path.join(path, n), True) for n in names if os.path.isfile(os.path.join(path, n))]
         else:
-            out.append(path)
+            out.append((path, False))
     return out
 
 
@@ -100,15 +101,23 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
         raise BsdcryptError("no input files (the directories given are empty)")
     from bsdcrypt.analyze import Collected
 
-    for path in paths:
+    skipped = 0
+    for path, in_dir in paths:
         try:
             collected = collect_file(path, _read(path), token)
         except BsdcryptError as exc:  # one unreadable file is a row, not the end of the run
             collected = [Collected(path, path, f"file:{path}", error_kind="unreadable", error=str(exc))]
+        if in_dir and len(collected) == 1 and collected[0].unrecognised:
+            # a README, probe.sh or an earlier report beside the collected outputs: not a host
+            typer.echo(f"bsdcrypt: skipped {path}: not probe output, Ansible JSON or a recording", err=True)
+            skipped += 1
+            continue
         for c in collected:
             results.append(
                 fleet.HostResult(HostEntry(spec=c.target, source=c.origin), to_status(c), 0.0, c.error, c.error_kind)
             )
+    if not results:
+        raise BsdcryptError(f"nothing to analyze: no probe output, Ansible output or recording ({skipped} skipped)")
     run = fleet.FleetRun(results, time.monotonic() - started, parallel=1, timeout=0.0)
     if fmt == "prometheus":
         from bsdcrypt import prometheus
