@@ -41,12 +41,16 @@ def probe_commands() -> list[str]:
     ]
 
 
-def describe(command: str) -> list[str]:
+def describe(command: str, replay: bool = False) -> list[str]:
     from bsdcrypt.probe import PROBE_MAGIC
 
     if PROBE_MAGIC in command:
         steps = probe_commands()
-        return [f"run the read-only probe (one sh script, {len(steps)} steps):", *(f"  {c}" for c in steps)]
+        if replay:
+            head = f"replay the recording (nothing runs; it answers the probe's {len(steps)} steps):"
+        else:
+            head = f"run the read-only probe (one sh script, {len(steps)} steps):"
+        return [head, *(f"  {c}" for c in steps)]
     lines = command.strip("\n").splitlines() or [""]
     return [f"$ {lines[0]}", *(f"  {line}" for line in lines[1:])]
 
@@ -59,6 +63,8 @@ class VerboseHost:
         self._stream = stream
         self.name = host.name
         self.spec = host.spec
+        recording = sys.modules.get("bsdcrypt.recording")  # loaded whenever a ReplayHost exists
+        self._replay = recording is not None and isinstance(host, recording.ReplayHost)
 
     def _log(self, lines: list[str]) -> None:
         stream = self._stream or sys.stderr
@@ -67,7 +73,7 @@ class VerboseHost:
             stream.flush()
 
     def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
-        lines = describe(command)
+        lines = describe(command, replay=self._replay)
         if input:
             lines[0] += f"  (with {len(input)} bytes on stdin)"
         self._log(lines)

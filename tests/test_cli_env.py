@@ -36,10 +36,16 @@ def test_verbose_lists_every_probe_command_per_host_and_keeps_stdout() -> None:
     prefix = f"bsdcrypt: replay:{REC}: "  # the host as the user named it
     assert all(line.startswith(prefix) for line in lines)
     body = [line[len(prefix):] for line in lines]
-    assert body[0].startswith("run the read-only probe (one sh script,")
+    assert body[0] == f"replay the recording (nothing runs; it answers the probe's {len(probe_commands())} steps):"
     assert body[1:-1] == [f"  {c}" for c in probe_commands()]
     assert re.fullmatch(r"exit 0, \d+ bytes out, 0 bytes err, \d+\.\d\ds", body[-1])
     assert "  kldstat -q -m nexus/aesni" in body and "  cat /boot/loader.conf" in body
+
+
+def test_verbose_on_a_real_host_says_the_probe_runs() -> None:
+    loud = _cli("-v", "status", "-f", "json")  # this machine: the probe really runs
+    assert loud.stderr.startswith("bsdcrypt: local: run the read-only probe (one sh script,")
+    assert "replay" not in loud.stderr
 
 
 def test_verbose_from_the_environment_and_in_fleet_audit(tmp_path: Path) -> None:
@@ -50,6 +56,7 @@ def test_verbose_from_the_environment_and_in_fleet_audit(tmp_path: Path) -> None
     assert r.returncode == 1
     for name in (REC, "freebsd-12.2-bhyve-not-loaded-overridden"):
         assert re.search(rf"^bsdcrypt: replay:\S*{name}\S*:   kldstat -v$", r.stderr, re.M), r.stderr
+        assert re.search(rf"^bsdcrypt: replay:\S*{name}\S*: replay the recording \(nothing runs", r.stderr, re.M)
 
 
 def test_verbose_host_logs_commands_input_results_and_failures() -> None:
