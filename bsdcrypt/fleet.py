@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import csv
 import io
+import ipaddress
 import os
 import queue
+import re
 import resource
 import sys
 import threading
@@ -188,16 +190,32 @@ class Auditor:
                 if strict:
                     raise
 
+    def identity(self, entry: HostEntry) -> tuple[object, ...]:
+        """What makes two hosts-file lines the same host, for duplicate detection: only what is certain.
+
+        A replay entry is its recording's resolved file (`replay:a.yaml` and `replay:../x/a.yaml` may
+        be one file). An SSH line is everything the ssh config makes of it (host name, port, user,
+        proxy, keys, known_hosts...): `fw1` and `fw1:22` are one host unless the config gives `fw1`
+        another Port; `fw1` and `root@fw1` are one when the config's (or the local) user is root.
+        Two aliases of one address are not merged unless every setting agrees. A line whose config
+        lookup fails is compared as written (its row will say why).
+        """
+        if entry.replay is not None:
+            try:
+                return ("replay", os.path.realpath(replay_path(entry)))
+            except (BsdcryptError, OSError):
+                return entry.key
+        try:
+            target = self.ssh_context().target(entry.host, entry.user, entry.port)
+        except BsdcryptError:
+            return entry.key
+        return ("ssh", *target.identity())
+
     def make_host(self, entry: HostEntry) -> Host:
         if entry.replay is not None:
-            from bsdcrypt.recording import ReplayHost, resolve_recording
+            from bsdcrypt.recording import ReplayHost
 
-            path = Path(entry.replay).expanduser()
-            if not path.is_absolute() and entry.base_dir:
-                candidate = Path(entry.base_dir) / path
-                if candidate.is_file():
-                    path = candidate
-            host: Host = ReplayHost.from_file(path if path.is_file() else resolve_recording(entry.replay))
+            host: Host = ReplayHost.from_file(replay_path(entry))
             return host
         from bsdcrypt.ssh import SSHHost
 
@@ -233,6 +251,19 @@ class Auditor:
         return HostResult(entry, failed_status(entry, kind, reason), time.monotonic() - start, reason, kind)
 
 
+def replay_path(entry: HostEntry) -> Path:
+    """The recording of a replay: entry: relative to the hosts file's folder, else as given, else shipped."""
+    from bsdcrypt.recording import resolve_recording
+
+    assert entry.replay is not None
+    path = Path(entry.replay).expanduser()
+    if not path.is_absolute() and entry.base_dir:
+        candidate = Path(entry.base_dir) / path
+        if candidate.is_file():
+            return candidate
+    return path if path.is_file() else resolve_recording(entry.replay)
+
+
 # ---------------------------------------------------------------------------- the run
 
 
@@ -253,20 +284,40 @@ def fd_limit_parallel(wanted: int) -> int:
 
 
 class Progress:
-    """`done/total, failed, ETA` on one stderr line; only when stderr is a terminal."""
+    """`done/total, failed, elapsed, ETA` on one stderr line; only when stderr is a terminal.
 
-    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool | None = None) -> None:
+    Redrawn when a host finishes (at most every 0.1 s) and by `tick()` every `REFRESH` seconds
+    meanwhile, so that elapsed time and ETA move while slow hosts hold the count still.
+    """
+
+    REFRESH = 0.5
+
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.total = total
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.start = time.monotonic()
+        self.clock = clock
+        self.start = clock()
         self._last = 0.0
         self._width = 0
+        self._done = self._failed = 0
+
+    def tick(self) -> None:
+        """Redraw with the same counts if the line is older than REFRESH (the fleet loop calls it often)."""
+        if self.enabled and self.clock() - self._last >= self.REFRESH:
+            self.update(self._done, self._failed, force=True)
 
     def update(self, done: int, failed: int, force: bool = False) -> None:
         if not self.enabled:
             return
-        now = time.monotonic()
+        self._done, self._failed = done, failed
+        now = self.clock()
         if not force and now - self._last < 0.1 and done < self.total:
             return
         self._last = now
@@ -399,6 +450,8 @@ def run_fleet(
                 if progress:
                     progress.update(done, failed)
                 spawn()
+        if progress:
+            progress.tick()
     if progress:
         progress.finish()
     final = [r for r in results if r is not None]
@@ -412,8 +465,28 @@ def _yesno(value: object) -> str:
     return {True: "yes", False: "no", None: "?"}.get(value, str(value))  # type: ignore[call-overload]
 
 
+def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key where digit runs compare as numbers: fw2 before fw10."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+                 for part in re.split(r"(\d+)", text) if part)
+
+
+def host_order(entry: HostEntry) -> tuple[Any, ...]:
+    """IP addresses by value (IPv4, then IPv6), then names naturally (fw2 before fw10), then anything
+    else (replay:, analyze's inputs) naturally; port and user break ties."""
+    if entry.host:
+        tail = (entry.port or 0, entry.user or "")
+        try:
+            ip = ipaddress.ip_address(entry.host.split("%", 1)[0])
+        except ValueError:
+            return (1, _natural(entry.host), *tail)
+        return (0, ip.version, int(ip), *tail)
+    return (2, _natural(entry.spec))
+
+
 def sort_results(results: Sequence[HostResult]) -> list[HostResult]:
-    return sorted(results, key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), r.target))
+    """Hosts needing action first (critical, warning, unknown, ok), then in host order."""
+    return sorted(results, key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), host_order(r.entry)))
 
 
 def _top_finding(status: Status) -> Finding | None:

@@ -8,14 +8,17 @@ One host per line:
     replay:PATH               # a recording, relative to the hosts file's folder
     # comments and blank lines are ignored; `host  # comment` too
 
-Bad lines are collected and reported together, each naming the file and line.
-A host listed twice is audited once and reported once as a duplicate.
+Bad lines are collected and reported together, one per line as `FILE:LINE: problem`.
+A host listed twice is audited once and reported once as a duplicate. `parse_hosts` compares the
+lines as written (host names without case); `dedupe` takes another identity, such as fleet-audit's,
+which compares what the ssh config makes of each line and resolved replay paths.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import BsdcryptError
@@ -27,14 +30,14 @@ MAX_ERRORS_SHOWN = 20
 
 
 class HostsFileError(BsdcryptError):
-    """One or more bad lines; str() lists them as `FILE:LINE: problem`."""
+    """One or more bad lines; str() lists them one per line as `FILE:LINE: problem` (the first 20)."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], origin: str = "<hosts>") -> None:
         self.problems = problems
         shown = problems[:MAX_ERRORS_SHOWN]
         more = len(problems) - len(shown)
-        text = "; ".join(shown) + (f"; and {more} more bad lines" if more > 0 else "")
-        super().__init__(text)
+        self.lines = shown + ([f"{origin}: and {more} more bad lines"] if more > 0 else [])
+        super().__init__("\n".join(self.lines))
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,12 @@ class HostEntry:
 class Duplicate:
     spec: str
     first: str  # FILE:LINE of the entry that is kept
-    others: list[str] = field(default_factory=list)
+    others: list[str] = field(default_factory=list)  # FILE:LINE of each duplicate
+    other_specs: list[str] = field(default_factory=list)  # how each duplicate is written
 
     def __str__(self) -> str:
-        also = ", ".join(self.others)
+        specs = self.other_specs or [self.spec] * len(self.others)
+        also = ", ".join(w if s == self.spec else f"{w} as {s}" for w, s in zip(self.others, specs, strict=False))
         return f"{self.spec} is listed more than once ({self.first}, also {also}); audited once"
 
 
@@ -162,13 +167,12 @@ def _strip_comment(line: str) -> str:
     return text[: match.start()].rstrip() if match else text
 
 
-def parse_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) -> HostsList:
-    """Parse the text of a hosts file; `origin` names it in errors ("-" reads as <stdin>)."""
+def read_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) -> list[HostEntry]:
+    """Every host line of a hosts file, duplicates included; `origin` names it in errors ("-" reads as
+    <stdin>). Raises HostsFileError listing every bad line."""
     name = "<stdin>" if origin == "-" else origin
     problems: list[str] = []
     entries: list[HostEntry] = []
-    seen: dict[tuple[str, ...], HostEntry] = {}
-    dups: dict[tuple[str, ...], Duplicate] = {}
     for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):  # a BOM from Windows editors
         where = f"{name}:{number}"
         body = _strip_comment(raw)
@@ -186,15 +190,35 @@ def parse_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None)
         except SpecError as exc:
             problems.append(f"{where}: {exc}")
             continue
-        first = seen.get(entry.key)
-        if first is not None:
-            dup = dups.setdefault(entry.key, Duplicate(first.spec, first.source))
-            dup.others.append(where)
-            continue
-        seen[entry.key] = entry
         entries.append(entry)
     if problems:
-        raise HostsFileError(problems)
+        raise HostsFileError(problems, name)
     if not entries:
-        raise HostsFileError([f"{name}: no hosts (only comments or blank lines)"])
-    return HostsList(entries, list(dups.values()))
+        raise HostsFileError([f"{name}: no hosts (only comments or blank lines)"], name)
+    return entries
+
+
+def dedupe(
+    entries: Sequence[HostEntry], identity: Callable[[HostEntry], Hashable] | None = None
+) -> HostsList:
+    """Keep the first entry of each identity (default: the line as written, host name without case)."""
+    key = identity or (lambda e: e.key)
+    kept: list[HostEntry] = []
+    seen: dict[Hashable, HostEntry] = {}
+    dups: dict[Hashable, Duplicate] = {}
+    for entry in entries:
+        k = key(entry)
+        first = seen.get(k)
+        if first is None:
+            seen[k] = entry
+            kept.append(entry)
+            continue
+        dup = dups.setdefault(k, Duplicate(first.spec, first.source))
+        dup.others.append(entry.source)
+        dup.other_specs.append(entry.spec)
+    return HostsList(kept, list(dups.values()))
+
+
+def parse_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) -> HostsList:
+    """Parse the text of a hosts file; duplicates compared as written (see `dedupe`)."""
+    return dedupe(read_hosts(text, origin, base_dir))

@@ -106,3 +106,23 @@ def test_a_user_may_hold_an_at_sign_but_not_end_in_one() -> None:
     assert split_spec("alice@corp.example@fw1:22") == ("alice@corp.example", "fw1", 22)
     with pytest.raises(SpecError, match="bad user name"):
         split_spec("user@@fw1")
+
+
+def test_bad_lines_are_one_per_line_and_capped() -> None:
+    text = "".join(f"bad host {i}\n" for i in range(25))
+    with pytest.raises(HostsFileError) as info:
+        parse_hosts(text, "big.txt")
+    lines = str(info.value).splitlines()
+    assert len(lines) == 21 and lines[0].startswith("big.txt:1: ") and lines[19].startswith("big.txt:20: ")
+    assert lines[20] == "big.txt: and 5 more bad lines"
+    assert len(info.value.problems) == 25
+
+
+def test_dedupe_with_another_identity() -> None:
+    from bsdcrypt.hostsfile import dedupe, read_hosts
+
+    entries = read_hosts("fw1\nfw1:22\nfw2\nfw1\n", "h")
+    assert len(entries) == 4
+    hosts = dedupe(entries, lambda e: e.host)
+    assert [e.spec for e in hosts.entries] == ["fw1", "fw2"]
+    assert str(hosts.duplicates[0]) == "fw1 is listed more than once (h:1, also h:2 as fw1:22, h:4); audited once"

@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt, seconds
+from bsdcrypt.cli import FleetFormatOpt, OutputOpt, literal_help, seconds
 
 FORMATS = ("table", "json", "yaml", "csv", "prometheus")
 
 
 def fleet_audit(
     hosts_file: Annotated[
-        str, typer.Argument(help="One [user@]host[:port] or replay:PATH per line; - reads stdin.")
+        str, typer.Argument(help=literal_help("One [user@]host[:port] or replay:PATH per line; - reads stdin."))
     ],
     parallel: Annotated[
         int | None,
@@ -48,10 +48,15 @@ def fleet_audit(
     Exit status: the worst host's (0 OK, 1 warning, 2 critical, 3 unknown or unreachable).
     """
     from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.hostsfile import HostsFileError
 
     try:
         code = _fleet_audit(hosts_file, parallel, timeout, ssh_config, accept_new, fmt, output, quiet)
-    except BsdcryptError as exc:  # a bad hosts file or ssh config: one line, exit 3
+    except HostsFileError as exc:  # bad lines: one line each, FILE:LINE: problem
+        for line in exc.lines:
+            typer.echo(line, err=True)
+        raise typer.Exit(3) from None
+    except BsdcryptError as exc:  # a bad ssh config, an unwritable -o: one line, exit 3
         typer.echo(f"bsdcrypt: {exc}", err=True)
         raise typer.Exit(3) from None
     raise typer.Exit(code)
@@ -69,7 +74,7 @@ def _fleet_audit(
 ) -> int:
     from bsdcrypt import fleet
     from bsdcrypt.errors import BsdcryptError
-    from bsdcrypt.hostsfile import parse_hosts
+    from bsdcrypt.hostsfile import dedupe, read_hosts
 
     if fmt not in FORMATS:
         raise BsdcryptError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
@@ -83,13 +88,9 @@ def _fleet_audit(
             why = getattr(exc, "strerror", None) or exc
             raise BsdcryptError(f"cannot read hosts file {hosts_file}: {why}") from exc
         base_dir = os.path.dirname(os.path.abspath(hosts_file))
-    hosts = parse_hosts(text, hosts_file, base_dir)
+    entries = read_hosts(text, hosts_file, base_dir)
     if output is not None and output != "-":
         _check_output(output)  # before the audit, not after it
-    notes = [str(d) for d in hosts.duplicates]
-    if not quiet:
-        for note in notes:
-            typer.echo(f"bsdcrypt: note: {note}", err=True)
     options = fleet.FleetOptions(
         parallel=parallel or fleet.default_parallel(),
         timeout=timeout,
@@ -97,7 +98,12 @@ def _fleet_audit(
         accept_new=accept_new,
     )
     auditor = fleet.Auditor(options)
-    auditor.prepare(hosts.entries, strict=True)  # a bad --ssh-config is one error, not a row per host
+    auditor.prepare(entries, strict=True)  # a bad --ssh-config is one error, not a row per host
+    hosts = dedupe(entries, auditor.identity)  # what ssh would connect to, not the text
+    notes = [str(d) for d in hosts.duplicates]
+    if not quiet:
+        for note in notes:
+            typer.echo(f"bsdcrypt: note: {note}", err=True)
     progress = fleet.Progress(len(hosts.entries), enabled=None if not quiet else False)
     run = fleet.run_fleet(hosts.entries, options, progress, auditor)
     run.duplicates = notes

@@ -143,7 +143,9 @@ class SSHHost:
         if isinstance(exc, ConnectionRefusedError):
             return SSHError("refused", f"connection refused by {where}")
         if isinstance(exc, TimeoutError | socket.timeout):
-            return SSHError("timeout", f"timed out during {self.phase} ({where})")
+            # the host's own deadline is handled by connect(); this is a shorter limit: ConnectTimeout
+            after = f" after {t.connect_timeout:g}s (ConnectTimeout)" if t.connect_timeout else ""
+            return SSHError("timeout", f"timed out{after} during {self.phase} ({where})")
         if isinstance(exc, paramiko.BadAuthenticationType):
             allowed = ", ".join(exc.allowed_types) or "none"
             return SSHError("auth", f"{t.user}@{where} does not accept public keys (allows: {allowed})")

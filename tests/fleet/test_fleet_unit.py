@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import io
+import os
 import socket
 import subprocess
 import sys
@@ -119,6 +120,36 @@ def test_the_ssh_context_is_built_before_any_deadline_starts(
     entries = parse_hosts("root@a.invalid\nroot@b.invalid\n", "h").entries
     run = run_fleet(entries, opts, auditor=SlowContext(opts))
     assert [r.error_kind for r in run.results] == ["resolve", "resolve"], [r.error for r in run.results]
+
+
+def test_a_connect_timeout_says_how_long_and_why(tmp_path: Path) -> None:
+    """ConnectTimeout shorter than --timeout: the row names it and its seconds. The unanswered connect is
+    real: a loopback listener whose backlog is full drops further SYNs (Linux)."""
+    listener = socket.socket()
+    listener.bind(("127.4.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    filler = socket.create_connection(("127.4.0.1", port), timeout=5)
+    probe = socket.socket()
+    probe.settimeout(0.3)
+    try:
+        probe.connect(("127.4.0.1", port))
+        pytest.skip("this kernel accepts past a full backlog: no way to make a connect hang on loopback")
+    except TimeoutError:
+        pass
+    finally:
+        probe.close()
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n    ConnectTimeout 1\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n")
+    try:
+        run = run_fleet(parse_hosts(f"root@127.4.0.1:{port}\n", "h").entries,
+                        FleetOptions(timeout=30, ssh_config=str(cfg)))
+    finally:
+        filler.close()
+        listener.close()
+    r = run.results[0]
+    assert r.error_kind == "timeout", r.error
+    assert "timed out after 1s (ConnectTimeout) during connect" in (r.error or "")
 
 
 def _blob(seed: bytes) -> tuple[str, bytes]:
@@ -266,3 +297,131 @@ def test_match_exec_imports_invoke_only_when_used(tmp_path: Path) -> None:
     assert port == "2200"
     assert lab == "labuser 2200"  # the Match exec command ran (through invoke) and matched
     assert other.split()[0] != "labuser" and other.split()[1] == "2200"
+
+
+def test_duplicates_are_what_ssh_would_connect_to(tmp_path: Path) -> None:
+    """fleet-audit compares what the config makes of each line (only what is certain) and resolved
+    replay paths; parse_hosts alone compares the text."""
+    from bsdcrypt.hostsfile import dedupe, read_hosts
+
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        "Host moved\n    Port 2222\n"
+        "Host *\n    User root\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n"
+    )
+    rec = next(iter(sorted((REPO / "fixtures" / "hosts").glob("*.yaml"))))
+    (tmp_path / "fleet").mkdir()
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "obsd.yaml").write_text(rec.read_text())
+    (tmp_path / "fleet" / "obsd.yaml").symlink_to(tmp_path / "x" / "obsd.yaml")
+    text = (
+        "fw1\nfw1:22\nroot@fw1\nadmin@fw1\n"  # 2-3 duplicate 1 (port 22, user root by config); 4 is not
+        "moved\nmoved:22\nmoved:2222\n"  # 6 is another port than 5; 7 duplicates 5
+        "replay:obsd.yaml\nreplay:../x/obsd.yaml\nreplay:no-such.yaml\nreplay:no-such.yaml\n"
+    )
+    entries = read_hosts(text, "h", str(tmp_path / "fleet"))
+    opts = FleetOptions(ssh_config=str(cfg))
+    auditor = Auditor(opts)
+    auditor.prepare(entries, strict=True)
+    hosts = dedupe(entries, auditor.identity)
+    assert [e.spec for e in hosts.entries] == [
+        "fw1", "admin@fw1", "moved", "moved:22", "replay:obsd.yaml", "replay:no-such.yaml",
+    ]
+    notes = [str(d) for d in hosts.duplicates]
+    assert notes[0] == "fw1 is listed more than once (h:1, also h:2 as fw1:22, h:3 as root@fw1); audited once"
+    assert notes[1].startswith("moved is listed more than once (h:5, also h:7 as moved:2222)")
+    assert notes[2].startswith("replay:obsd.yaml is listed more than once (h:8, also h:9 as replay:../x/obsd.yaml)")
+    assert notes[3].startswith("replay:no-such.yaml is listed more than once (h:10, also h:11)")
+    # the text alone: only the identical lines
+    assert len(parse_hosts(text, "h").entries) == 10
+
+
+def test_rows_sort_by_address_and_naturally_within_a_verdict() -> None:
+    from bsdcrypt.fleet import HostResult, failed_status, sort_results
+
+    text = "127.1.0.19\nfw10\n127.1.0.1\n[::1]:22\nfw2\n127.1.0.2\nreplay:b10\nreplay:b9\n10.0.0.1\n"
+    results = [HostResult(e, failed_status(e, "timeout", "x"), 0.0, "x", "timeout")
+               for e in parse_hosts(text, "h").entries]
+    assert [r.target for r in sort_results(results)] == [
+        "10.0.0.1", "127.1.0.1", "127.1.0.2", "127.1.0.19", "[::1]:22", "fw2", "fw10", "replay:b9", "replay:b10",
+    ]
+
+
+def test_progress_redraws_while_no_host_finishes() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    now = [100.0]
+    tty = Tty()
+    p = Progress(3, tty, clock=lambda: now[0])
+    p.update(0, 0, force=True)
+    for t in (100.2, 100.6, 101.2, 102.0):
+        now[0] = t
+        p.tick()
+    draws = [d for d in tty.getvalue().split("\r") if d.strip()]
+    assert len(draws) == 4  # 100.0, 100.6, 101.2, 102.0 (100.2 was too soon)
+    assert "0/3 done" in draws[-1] and "2s elapsed" in draws[-1]
+    now[0] = 104.0
+    p.update(1, 0)
+    now[0] = 106.0
+    p.tick()
+    last = tty.getvalue().split("\r")[-1]
+    assert "1/3 done" in last and "6s elapsed" in last and "ETA 12s" in last
+
+
+def test_run_fleet_keeps_the_progress_line_moving() -> None:
+    """While a host takes its time, the bar is redrawn (the host waits until it has seen two redraws)."""
+
+    class Tty(io.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.draws = 0
+            self.redrawn = threading.Event()
+
+        def isatty(self) -> bool:
+            return True
+
+        def write(self, s: str) -> int:
+            if "0/1 done" in s:
+                self.draws += 1
+                if self.draws >= 3:
+                    self.redrawn.set()
+            return super().write(s)
+
+    tty = Tty()
+
+    class Patient:
+        name = spec = "patient"
+
+        def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+            tty.redrawn.wait(30)
+            raise HostError("done waiting")
+
+        def close(self) -> None:
+            pass
+
+    class A(Auditor):
+        def make_host(self, entry):  # type: ignore[no-untyped-def]
+            return Patient()
+
+    opts = FleetOptions(timeout=60)
+    tty_progress = Progress(1, tty)
+    tty_progress.update(0, 0, force=True)
+    run = run_fleet(parse_hosts("patient.example\n", "h").entries, opts, tty_progress, A(opts))
+    assert tty.redrawn.is_set() and run.results[0].error == "done waiting"
+
+
+def test_bad_hosts_file_lines_one_per_line_and_help_shows_user(tmp_path: Path) -> None:
+    path = tmp_path / "h.txt"
+    path.write_text("ok.example\nnot a host\nx:0\n# fine\n[::1\n")
+    cmd = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
+    run = subprocess.run([*cmd, "fleet-audit", str(path)], capture_output=True, text=True, cwd=REPO, check=False)
+    assert run.returncode == 3
+    lines = run.stderr.splitlines()
+    assert [ln.split(": ", 1)[0] for ln in lines] == [f"{path}:2", f"{path}:3", f"{path}:5"], run.stderr
+    for env in ({"COLUMNS": "300"}, {"COLUMNS": "300", "NO_COLOR": "1"}):
+        help_run = subprocess.run([*cmd, "fleet-audit", "--help"], capture_output=True, text=True, cwd=REPO,
+                                  env={**os.environ, **env}, check=False)
+        text = " ".join(help_run.stdout.replace("│", " ").split())
+        assert "One [user@]host[:port] or replay:PATH per line" in text, (env, help_run.stdout)
