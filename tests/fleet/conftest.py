@@ -7,6 +7,7 @@ they fail.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,26 @@ def require_sshd() -> None:
         pytest.fail("BSDCRYPT_REQUIRE_SSHD=1 but /usr/sbin/sshd or ssh-keygen is missing "
                     "(apt install openssh-server)")
     pytest.skip("/usr/sbin/sshd not installed")
+
+
+def login_problem(fleet: LoopbackFleet, addr: str) -> str | None:
+    """Can the tests log in to the fake hosts at all? They log in as the user running them (root in CI).
+    An sshd started by another user can only let that user in, and sshd refuses a locked account
+    (a `!` password, as `adduser --disabled-password` gives): say so once, instead of 30 failures."""
+    from bsdcrypt.ssh import SSHContext, SSHError, SSHHost
+
+    host = SSHHost.from_spec(fleet.spec(addr), SSHContext(str(fleet.ssh_config)), timeout=20)
+    try:
+        host.connect()  # connect and authenticate, no exec: the tests' exec counts are untouched
+        return None
+    except SSHError as exc:
+        time.sleep(0.3)  # let sshd write its log line
+        said = [ln.strip() for log in fleet.log_files for ln in log.read_text(errors="replace").splitlines()
+                if "not allowed" in ln or "Invalid user" in ln or "User " in ln][-1:]
+        hint = f" (sshd: {said[0]})" if said else ""
+        return f"cannot log in to the test sshd as {fleet.user!r}: {exc}{hint}"
+    finally:
+        host.close()
 
 
 def _minimal_freebsd_recording(path: Path) -> None:
@@ -107,6 +128,12 @@ def loopback_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetEn
         fleet.add(addr, kind, recs[0])
     fleet.add(LINUX_ADDR, "replay", linux_recording(work / "linux.yaml"))
     fleet.start()
+    problem = login_problem(fleet, healthy_address(0))
+    if problem is not None:
+        fleet.stop()
+        if os.environ.get("BSDCRYPT_REQUIRE_SSHD") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
     try:
         yield FleetEnv(fleet, healthy, LINUX_ADDR, dict(FAULTY))
     finally:

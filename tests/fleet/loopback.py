@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -52,6 +53,12 @@ if [ -f "$D/$A.cut" ]; then
 fi
 exec sed "s/@PH@/$T/g" "$D/$A.out"
 """
+
+
+def login_name() -> str:
+    """Who runs the tests: the fake hosts are logged into as this user. An sshd not started by root can
+    only let its own user in, so a non-root run (a developer's) logs in as itself; CI runs as root."""
+    return pwd.getpwuid(os.geteuid()).pw_name
 
 
 def healthy_address(i: int) -> str:
@@ -99,6 +106,7 @@ class LoopbackFleet:
     silent_addr: str = "127.3.0.2"  # accepts TCP, never speaks
     closed_addr: str = "127.3.0.1"  # nothing listens
     slow_seconds: int = 20
+    user: str = field(default_factory=login_name)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -272,7 +280,7 @@ class LoopbackFleet:
         self.ssh_config = self.workdir / "ssh_config"
         self.ssh_config.write_text(
             "Host *\n"
-            "    User root\n"
+            f"    User {self.user}\n"
             f"    IdentityFile {self.client_key}\n"
             "    IdentitiesOnly yes\n"
             f"    UserKnownHostsFile {self.known_hosts}\n"
@@ -281,7 +289,7 @@ class LoopbackFleet:
         )
 
     def spec(self, addr: str) -> str:
-        return f"root@{addr}:{self.port}"
+        return f"{self.user}@{addr}:{self.port}"
 
     # -- the sshd log
 
@@ -295,6 +303,12 @@ class LoopbackFleet:
                 fh.seek((since or {}).get(p, 0))
                 parts.append(fh.read().decode(errors="replace"))
         return parts
+
+    def ptys(self, since: dict[Path, int] | None = None) -> Counter[str]:
+        """Sessions with a pseudo-terminal per local address: with one, sshd's VERBOSE "Starting session"
+        line names the tty after the command ("... fakehost.sh ADDR' on pts/3 for USER from ...")."""
+        text = "".join(self._log_texts(since))
+        return Counter(re.findall(r"Starting session: [^\n]*?fakehost\.sh (\S+)' on \S+ for ", text))
 
     def counts(self, since: dict[Path, int] | None = None) -> tuple[Counter[str], Counter[str]]:
         """(connections per local address, exec requests per local address) in the sshd logs."""

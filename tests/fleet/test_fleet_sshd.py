@@ -97,7 +97,7 @@ def full_run(loopback_fleet: FleetEnv, tmp_path_factory: pytest.TempPathFactory)
     conns, execs = env.fleet.counts(mark)
     return {
         "proc": proc, "elapsed": elapsed, "what": what, "doc": json.loads(out.read_text()),
-        "conns": conns, "execs": execs, "out": out,
+        "conns": conns, "execs": execs, "out": out, "ptys": env.fleet.ptys(mark),
     }
 
 
@@ -164,6 +164,30 @@ def test_one_connection_and_one_exec_per_host(full_run: dict[str, Any], loopback
         assert (conns[addr], execs[addr]) == (1, 1), addr
     for addr in ("127.2.0.4", "127.2.0.5", "127.2.0.6"):  # refused before any exec
         assert (conns[addr], execs[addr]) == (1, 0), addr
+    assert sum(execs.values()) > 20 and not full_run["ptys"], full_run["ptys"]  # no exec had a pty
+
+
+def test_the_pty_check_sees_a_pty(loopback_fleet: FleetEnv) -> None:
+    """The control for the check above: a session that does request a pty shows up in fleet.ptys()."""
+    if os.geteuid() != 0:
+        pytest.skip("an sshd not started by root cannot hand out a pty (chown to group tty fails)")
+    from bsdcrypt.ssh import SSHContext, SSHHost
+
+    fl = loopback_fleet.fleet
+    addr = list(loopback_fleet.healthy)[5]
+    mark = fl.log_mark()
+    host = SSHHost.from_spec(loopback_fleet.spec(addr), SSHContext(str(fl.ssh_config)), timeout=30)
+    try:
+        chan = host.connect().open_session(timeout=30)
+        chan.get_pty()
+        chan.exec_command("/bin/sh -s")
+        chan.sendall(b"T=x\n\x04")  # on a pty, end of input is ^D
+        deadline = time.monotonic() + 20
+        while not fl.ptys(mark) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        host.close()
+    assert fl.ptys(mark) == {addr: 1}
 
 
 def test_wall_time_bounded_and_exit_status_is_the_worst(full_run: dict[str, Any]) -> None:
@@ -252,7 +276,7 @@ def test_proxyjump_reaches_the_target_through_the_jump_host(loopback_fleet: Flee
     cfg = tmp_path / "ssh_config"
     cfg.write_text(
         f"Host behind-the-jump\n    HostName {target}\n    Port {fl.port}\n"
-        f"    ProxyJump root@{jump}:{fl.port}\n\n"
+        f"    ProxyJump {fl.user}@{jump}:{fl.port}\n\n"
         + fl.ssh_config.read_text()
     )
     hosts = tmp_path / "h.txt"
@@ -320,7 +344,7 @@ def test_proxy_command_ssh_w_through_a_jump_host(loopback_fleet: FleetEnv, tmp_p
         pytest.skip("the OpenSSH client is not installed")
     fl = loopback_fleet.fleet
     jump, (target, rec) = list(loopback_fleet.healthy)[3], list(loopback_fleet.healthy.items())[4]
-    proxy = f"ssh -F {fl.ssh_config} -o BatchMode=yes -p {fl.port} -W %h:%p root@{jump}"
+    proxy = f"ssh -F {fl.ssh_config} -o BatchMode=yes -p {fl.port} -W %h:%p {fl.user}@{jump}"
     cfg = tmp_path / "ssh_config"
     cfg.write_text(
         f"Host via-w\n    HostName {target}\n    Port {fl.port}\n    ProxyCommand {proxy}\n"
