@@ -48,28 +48,67 @@ def posix_cksum(data: bytes) -> str:
 
 # ---- symbolic links ---------------------------------------------------------------------------------
 
-# resolve PATH: print where PATH leads, following symbolic links the way the loader of the system at
-# $ROOT would: an absolute link target is taken inside $ROOT (like sysrc -R, i.e. chroot), and with a
-# root the result must stay inside it (exit 2 otherwise), so --root never reads or writes the host's
-# own files through a link in an image or a jail.
+# resolve PATH: print where PATH really is, every component resolved the way the system at $ROOT would
+# see it, i.e. as chroot($ROOT) would (like sysrc -R): one component at a time, so the host never
+# follows a link of the tree itself, be it on the last component or on one before it (DIR/boot ->
+# /boot, DIR/boot -> bootpool/boot, ...). An absolute link target starts again at $ROOT; `..` never
+# climbs above $ROOT (exit 2: refused, it leads outside); more than 32 links (SYMLOOP_MAX) is a loop
+# (exit 1); a link that cannot be read or `..` after a non-directory is exit 3. The path printed is
+# physical ($ROOT itself through `pwd -P`) and holds no symbolic link, so whatever is done with it
+# (read, backup, temp file, lock, rename) stays inside $ROOT. PATH must be $ROOT/...; without a root
+# ($ROOT empty) it is an absolute path on the host, resolved the same way (`..` stops at /).
+# `unresolved RC` says why resolve failed, in one line without the path.
 _RESOLVE = r"""
+unset CDPATH
 resolve() {
-  p=$1; n=0
-  while [ -L "$p" ]; do
-    n=$((n + 1)); [ "$n" -le 16 ] || return 1
-    l=$(readlink -- "$p") || return 1
-    case $l in
-      /*) p=$ROOT$l ;;
-      *) p=$(dirname -- "$p")/$l ;;
-    esac
-  done
+  case $1 in
+    "$ROOT") rest=/ ;;
+    "$ROOT"/*) rest=${1#"$ROOT"} ;;
+    *) return 2 ;;
+  esac
+  R=
   if [ -n "$ROOT" ]; then
-    r=$(cd -- "$ROOT" && pwd -P) || return 1
-    if d=$(cd -- "$(dirname -- "$p")" 2>/dev/null && pwd -P); then
-      case "$d/" in "$r"/*) p=$d/$(basename -- "$p") ;; *) return 2 ;; esac
+    R=$(cd -P -- "$ROOT" 2>/dev/null && pwd -P) || return 3
+    [ "$R" != / ] || R=
+  fi
+  cur=; n=0
+  while [ -n "$rest" ]; do
+    c=${rest%%/*}
+    case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+    case $c in
+      '' | .) continue ;;
+      ..)
+        if [ -z "$cur" ]; then
+          [ -z "$ROOT" ] || return 2
+        else
+          [ -d "$R$cur" ] || return 3
+          cur=${cur%/*}
+        fi
+        continue ;;
+    esac
+    if [ -L "$R$cur/$c" ]; then
+      n=$((n + 1)); [ "$n" -le 32 ] || return 1
+      l=$(readlink -- "$R$cur/$c") || return 3
+      [ -n "$l" ] || return 3
+      case $l in /*) cur= ;; esac
+      rest=$l/$rest
+    else
+      cur=$cur/$c
     fi
+  done
+  p=$R${cur:-/}
+  if [ -n "$ROOT" ]; then
+    d=${p%/*}; [ -n "$d" ] || d=/
+    if q=$(cd -P -- "$d" 2>/dev/null && pwd -P); then [ "$q" = "$d" ] || return 2; fi
   fi
   printf '%s\n' "$p"
+}
+unresolved() {
+  case $1 in
+    1) echo "the symbolic links on its path loop (more than 32 followed)" ;;
+    2) echo "a symbolic link on its path leads outside $ROOT (refused: --root never touches the host's own files)" ;;
+    *) echo "a symbolic link on its path cannot be followed" ;;
+  esac
 }
 """
 
@@ -89,12 +128,18 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
             f"T={token}; ROOT={sh_quote(root)}",
             _RESOLVE,
             FRAME_FUNCTION,
-            'r() { s "$1" \'t=$(resolve "$1") || { echo "$1 is a symbolic link that leads outside $ROOT (or '
-            'loops)"; exit 1; }; cat -- "$t"\'; }',
-            # -L too: a dangling or looping link is an error to report, not a missing file
-            f"{{ [ -e {sh_quote(conf)} ] || [ -L {sh_quote(conf)} ]; }} && r {sh_quote(conf)}",
-            f'for x in {sh_quote(confd)}/*.conf; do {{ [ -f "$x" ] || [ -L "$x" ]; }} && r "$x"; done',
-            f"{{ [ -e {sh_quote(local)} ] || [ -L {sh_quote(local)} ]; }} && r {sh_quote(local)}",
+            # r PATH: a step named PATH (as under DIR) with the content of the file it resolves to
+            'r() { s "$1" \'t=$(resolve "$1") || { unresolved $?; exit 1; }; cat -- "$t"\'; }',
+            # e PATH: r PATH if it is there; a link counts even dangling or looping (an error to report,
+            # not a missing file). Only the last component is tested, in its resolved directory.
+            'e() { d=$(resolve "${1%/*}") || { r "$1"; return; }; '
+            '{ [ -L "$d/${1##*/}" ] || [ -e "$d/${1##*/}" ]; } && r "$1"; }',
+            f"e {sh_quote(conf)}",
+            # the glob runs in the resolved directory, the steps keep the names under DIR
+            f"if d=$(resolve {sh_quote(confd)}); then "
+            f'for x in "$d"/*.conf; do {{ [ -L "$x" ] || [ -f "$x" ]; }} && r {sh_quote(confd)}/"${{x##*/}}"; done; '
+            f"else r {sh_quote(confd)}; fi",
+            f"e {sh_quote(local)}",
             'printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"',
             "exit 0",
         ]
@@ -122,7 +167,7 @@ def check_root(host: Host, root: str) -> None:
     base = root.rstrip("/") or "/"
     script = (
         f"R={sh_quote(base)}; if [ ! -e \"$R\" ]; then echo missing; elif [ ! -d \"$R\" ]; then echo notdir; "
-        'elif [ ! -d "$R/boot" ] && [ ! -L "$R/boot" ]; then echo noboot; else echo ok; fi'
+        'elif [ ! -L "$R/boot" ] && [ ! -d "$R/boot" ]; then echo noboot; else echo ok; fi'
     )
     answer = host.run(script, timeout=30).stdout.decode("utf-8", "replace").strip()
     if answer == "missing":
@@ -190,17 +235,15 @@ def read_root_system(host: Host, root: str) -> RootSystem:
         FRAME_FUNCTION,
         "s release "
         + sh_quote(
-            "sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' "
-            f"{sh_quote(base + '/bin/freebsd-version')} 2>/dev/null | head -n 1"
+            f"t=$(resolve {sh_quote(base + '/bin/freebsd-version')}) && "
+            "sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' \"$t\" 2>/dev/null | head -n 1"
         ),
-        "s machine " + sh_quote(f"od -An -tx1 -j18 -N2 {sh_quote(base + '/boot/kernel/kernel')}"),
+        "s machine "
+        + sh_quote(f"t=$(resolve {sh_quote(base + '/boot/kernel/kernel')}) && od -An -tx1 -j18 -N2 \"$t\""),
     ]
     for path in _PRODUCT_FILES + _OPNSENSE_VERSION_FILES:
-        full = sh_quote(base + path)
-        lines.append(
-            f"{{ [ -e {full} ] || [ -L {full} ]; }} && s {sh_quote(path)} "
-            + sh_quote(f't=$(resolve {full}) && [ -f "$t" ] && cat -- "$t"')
-        )
+        read = f't=$(resolve {sh_quote(base + path)}) && [ -f "$t" ] && cat -- "$t"'
+        lines.append(f"s {sh_quote(path)} {sh_quote(read)}")
     lines += ['printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"', "exit 0"]
     ev = parse_output(host.run("\n".join(lines), timeout=30).stdout, token)
 
@@ -239,11 +282,7 @@ else
 fi
 check() {
   F=$1; EXISTED=$2
-  TGT=$(resolve "$F"); case $? in
-    0) ;;
-    2) echo "refusing to write $F: it is a symbolic link that leads outside $ROOT"; return 1 ;;
-    *) echo "cannot resolve the symbolic link $F (loop?)"; return 1 ;;
-  esac
+  TGT=$(resolve "$F") || { rc=$?; echo "cannot write $F: $(unresolved $rc)"; return 1; }
   DIR=$(dirname -- "$TGT")
   [ -d "$DIR" ] || { echo "directory $DIR does not exist"; return 1; }
   [ -w "$DIR" ] || { echo "cannot write in $DIR: $why"; return 1; }
@@ -271,6 +310,7 @@ set -u
 die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
 syncf() { if command -v fsync >/dev/null 2>&1; then fsync "$1"; else sync "$1" 2>/dev/null || sync; fi; }
 __ATTRS__
+__SAMEPATH__ "nothing written, run again"
 if [ "$EXISTED" = 1 ]; then
   [ -f "$TGT" ] || die "$F no longer exists (or is not a regular file)"
   [ -r "$TGT" ] || die "cannot read $F: permission denied"
@@ -309,9 +349,18 @@ err=$(mv -f "$tmp" "$TGT" 2>&1) || die "cannot rename the new content over $F: $
 kept=${bak:--}; tmp=; bak=
 trap - EXIT
 syncf "$DIR" || die "renamed, but cannot fsync the directory $DIR"
-printf '%s %s\n' "bsdcrypt-write: ok" "$kept"
+printf '%s %s\n%s\n' "bsdcrypt-write: ok" "$kept" "$TGT"
 cat -- "$TGT"
 """
+
+# Before the lock is taken, and again under it before anything is written or put back: $DIR and $TGT
+# are still the link-free path `resolve` found (no link appeared on it since), so the lock, backup,
+# temp file and rename stay there. (A tree changed concurrently by someone else can still race a
+# shell: do not point --root at a tree an untrusted user is changing, e.g. a running jail's root.)
+_SAMEPATH = (
+    '[ ! -L "$TGT" ] && [ "$(cd -P -- "$DIR" 2>/dev/null && pwd -P)" = "$DIR" ] || '
+    'die "a symbolic link appeared on the path of $F since it was resolved ($TGT);"'
+)
 
 # The undo of a write of this run, when a later file of the same run failed: under the same lock, if
 # the file still holds exactly what this run wrote, rename the backup (a `cp -p` copy: same bytes,
@@ -320,6 +369,7 @@ _UNDO = r"""
 set -u
 die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
 syncf() { if command -v fsync >/dev/null 2>&1; then fsync "$1"; else sync "$1" 2>/dev/null || sync; fi; }
+__SAMEPATH__ "left as it is"
 [ -f "$TGT" ] || die "$F is gone"
 cur=$(cksum < "$TGT") || die "cannot read $F"
 if [ -n "$BAK" ]; then
@@ -341,14 +391,11 @@ PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH
 LC_ALL=C; export LC_ALL
 die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
 __RESOLVE__
-TGT=$(resolve "$F"); case $? in
-  0) ;;
-  2) die "refusing to write $F: it is a symbolic link that leads outside $ROOT" ;;
-  *) die "cannot resolve the symbolic link $F (loop?)" ;;
-esac
+TGT=$(resolve "$F") || { rc=$?; die "cannot write $F: $(unresolved $rc)"; }
 DIR=$(dirname -- "$TGT"); BASE=$(basename -- "$TGT")
 [ -d "$DIR" ] || die "directory $DIR does not exist"
 [ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
+__SAMEPATH__ "nothing changed, run again"
 export F TGT DIR BASE EXISTED CKSUM BAK
 BODY=__BODY__
 LOCK="$DIR/.bsdcrypt.lock"
@@ -371,12 +418,13 @@ fi
 def _locked(body: str, path: str, *, existed: bool, cksum: str, root: str, backup: str = "") -> str:
     return (
         _WRAPPER.replace("__RESOLVE__", _RESOLVE)
+        .replace("__SAMEPATH__", _SAMEPATH)
         .replace("__ROOT__", sh_quote(root.rstrip("/")))
         .replace("__F__", sh_quote(path))
         .replace("__EXISTED__", "1" if existed else "0")
         .replace("__CKSUM__", sh_quote(cksum))
         .replace("__BAK__", sh_quote(backup))
-        .replace("__BODY__", sh_quote(body))
+        .replace("__BODY__", sh_quote(body.replace("__SAMEPATH__", _SAMEPATH)))
     )
 
 
@@ -420,6 +468,7 @@ def check_writable(host: Host, edits: list[FileEdit], *, root: str = "") -> None
 class WriteResult:
     path: str
     backup: str | None
+    target: str = ""  # the file really written: `path` with every link resolved (inside DIR with --root)
 
 
 def _fail_line(res: RunResult, what: str) -> str:
@@ -437,11 +486,12 @@ def safe_write(host: Host, edit: FileEdit, *, root: str = "", crash_before_renam
     res = host.run(script, input=edit.after, timeout=120)
     if res.rc != 0 or not res.stdout.startswith(_OK.encode()):
         raise ActError(_fail_line(res, f"writing {edit.path}"))
-    head, _, content = res.stdout.partition(b"\n")
+    head, _, rest = res.stdout.partition(b"\n")
+    target, _, content = rest.partition(b"\n")
     backup = head.decode("utf-8", "replace")[len(_OK) + 1 :].strip()
     if content != edit.after:
         raise ActError(f"{edit.path} does not read back as written; the backup is {backup}")
-    return WriteResult(edit.path, None if backup in ("", "-") else backup)
+    return WriteResult(edit.path, None if backup in ("", "-") else backup, target.decode("utf-8", "replace"))
 
 
 def undo_write(host: Host, edit: FileEdit, result: WriteResult, *, root: str = "") -> None:
@@ -545,7 +595,8 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
             done.append((action.edit, result))
             out.writes.append(result)
             backup = f" (backup: {result.backup})" if result.backup else " (new file)"
-            say(f"wrote {result.path}{backup}")
+            real = f" -> {result.target}" if result.target and result.target != result.path else ""
+            say(f"wrote {result.path}{real}{backup}")
         elif isinstance(action, Note | Refuse):
             continue
     return out

@@ -325,7 +325,7 @@ def test_root_hardenedbsd_image_needs_no_line_and_a_link_loop_is_an_error(root: 
     (root / "boot" / "loader.conf").unlink()
     (root / "boot" / "loader.conf").symlink_to("loop1")
     (root / "boot" / "loop1").symlink_to("loader.conf")
-    with pytest.raises(ActError, match="loops"):
+    with pytest.raises(ActError, match="loop"):
         read_loader_files(LocalHost(), str(root))
 
 
