@@ -314,7 +314,8 @@ class SSHHost:
             files = ", ".join(t.user_known_hosts[:1]) or "known_hosts"
             raise SSHError(
                 "hostkey-unknown",
-                f"host key of {name} is not in {files} ({fp}); verify it, then rerun with --accept-new",
+                f"host key of {name} is not in {files} ({fp}); verify it, then add it "
+                f"(`ssh {'' if t.port == 22 else f'-p {t.port} '}{t.hostname}` once, or fleet-audit --accept-new)",
             )
         if not t.user_known_hosts:
             raise SSHError("config", "--accept-new needs a UserKnownHostsFile to write to")

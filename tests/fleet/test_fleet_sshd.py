@@ -141,7 +141,9 @@ def test_every_faulty_host_is_a_row_with_its_reason(
     assert "during reading the output" in slow["error"]  # the watchdog's abort names the phase it cut short
     changed = hosts[loopback_fleet.spec("127.2.0.5")]["fleet"]["error"]
     assert "HOST KEY CHANGED" in changed and "SHA256:" in changed
-    assert "--accept-new" in hosts[loopback_fleet.spec("127.2.0.6")]["fleet"]["error"]
+    unknown = hosts[loopback_fleet.spec("127.2.0.6")]["fleet"]["error"]
+    assert "--accept-new" in unknown and "SHA256:" in unknown
+    assert "`ssh -p " in unknown and " 127.2.0.6` once" in unknown  # a command that works as typed
     assert "cut off" in hosts[loopback_fleet.spec("127.2.0.3")]["fleet"]["error"]
 
 
