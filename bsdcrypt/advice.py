@@ -54,15 +54,16 @@ PASSTHROUGH: dict[str, str] = {
 # E5, E7 (v1 brand strings read "E31230", "E5-2670 0", "E7- 4870"), Xeon Scalable, D, E-2xxx, W; AMD Ryzen,
 # Threadripper, EPYC, FX (Bulldozer and later) and Opteron 3200/3300/4200/4300/6200/6300 (Bulldozer,
 # Piledriver). Not Pentium, Celeron, Atom or Athlon, whose models differ.
-_AES_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("Intel Core i5/i7/i9 (2nd generation or later)", re.compile(r"Core\(TM\) i[579]-(?:[2-9]\d{3}|1\d{4})")),
-    ("Intel Core i3 (5th generation or later)", re.compile(r"Core\(TM\) i3-(?:[5-9]\d{3}|1\d{4})")),
-    ("Intel Core Ultra", re.compile(r"Core\(TM\) Ultra \d")),
-    ("Intel Xeon E3/E5/E7", re.compile(r"Xeon\(R\) CPU\s+(?:E3-?\s?12\d\d|E5-\s?\d{4}|E7-\s?\d{4})")),
-    ("Intel Xeon Scalable/D/E/W", re.compile(r"Xeon\(R\) (?:Bronze|Silver|Gold|Platinum|[DW]-\d{4}|E-2\d{3})")),
-    ("AMD Ryzen/Threadripper/EPYC", re.compile(r"AMD (?:Ryzen|EPYC)")),
-    ("AMD FX", re.compile(r"AMD FX\(tm\)-\d{4}")),
-    ("AMD Opteron (Bulldozer or later)", re.compile(r"Opteron\(tm\) Processor [346][23]\d\d\b")),
+# Patterns as text: re compiles (and caches) one only when a CPU without AESNI is looked up.
+_AES_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("Intel Core i5/i7/i9 (2nd generation or later)", r"Core\(TM\) i[579]-(?:[2-9]\d{3}|1\d{4})"),
+    ("Intel Core i3 (5th generation or later)", r"Core\(TM\) i3-(?:[5-9]\d{3}|1\d{4})"),
+    ("Intel Core Ultra", r"Core\(TM\) Ultra \d"),
+    ("Intel Xeon E3/E5/E7", r"Xeon\(R\) CPU\s+(?:E3-?\s?12\d\d|E5-\s?\d{4}|E7-\s?\d{4})"),
+    ("Intel Xeon Scalable/D/E/W", r"Xeon\(R\) (?:Bronze|Silver|Gold|Platinum|[DW]-\d{4}|E-2\d{3})"),
+    ("AMD Ryzen/Threadripper/EPYC", r"AMD (?:Ryzen|EPYC)"),
+    ("AMD FX", r"AMD FX\(tm\)-\d{4}"),
+    ("AMD Opteron (Bulldozer or later)", r"Opteron\(tm\) Processor [346][23]\d\d\b"),
 )
 
 
@@ -70,7 +71,7 @@ def aes_family(model: str | None) -> str | None:
     """The CPU family, if every CPU of it has AES-NI (see _AES_FAMILIES), else None."""
     if not model:
         return None
-    return next((family for family, pattern in _AES_FAMILIES if pattern.search(model)), None)
+    return next((family for family, pattern in _AES_FAMILIES if re.search(pattern, model)), None)
 
 
 def kernel_aes_users(status: Status) -> str:

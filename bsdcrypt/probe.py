@@ -7,7 +7,6 @@ the others and no file content can forge a frame. No step needs root.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import ProbeError
@@ -82,6 +81,8 @@ def build_script(token: str) -> str:
 
 
 def new_token() -> str:
+    import secrets  # here, not at start-up: a replay never needs it (~7 ms)
+
     return "@@bsdcrypt-" + secrets.token_hex(8)
 
 

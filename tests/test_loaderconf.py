@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bsdcrypt.facts import Assignment
 from bsdcrypt.loaderconf import (
     all_assignments,
     assignments,
+    classify,
     effective,
     files_from_evidence,
     is_yes,
@@ -195,3 +199,55 @@ def test_files_from_evidence_missing_files() -> None:
     ev = _ev({"/boot/loader.conf": b'aesni_load="YES"\n'}, missing=("/boot/loader.conf.local",))
     assert files_from_evidence(ev) == [("/boot/loader.conf", b'aesni_load="YES"\n')]
     assert effective(files_from_evidence(Evidence({})), "aesni_load") is None
+
+
+# --- classify() against a literal transcription of config.lua's pattern_table (stand/lua/config.lua):
+# one pattern per entry, tried in order; the first match decides, a bad tail makes the line malformed.
+def _lua_table() -> list[re.Pattern[bytes]]:
+    sp, qval, word = rb"[ \t\n\v\f\r]*", rb'"(?P<v>.*)"', rb"(?P<v>[-A-Za-z0-9][-A-Za-z0-9_.]*)"
+
+    def pat(name: bytes, value: bytes) -> re.Pattern[bytes]:
+        return re.compile(rb"\A" + sp + name + sp + b"=" + sp + value + sp + rb"(?P<c>.*)\Z", re.S)
+
+    table = []
+    for sfx in (b"load", b"name", b"type", b"flags", b"before", b"after", b"error"):
+        table += [pat(rb"(?P<n>[-A-Za-z0-9_]+_" + sfx + rb")", qval), pat(rb"(?P<n>[-A-Za-z0-9_]+_" + sfx + rb")", word)]
+    table.append(pat(rb"(?P<n>exec)", qval))
+    table += [pat(rb"(?P<n>[A-Za-z0-9][-A-Za-z0-9_.]*)", qval), pat(rb"(?P<n>[A-Za-z0-9][-A-Za-z0-9_.]*)", word)]
+    return table
+
+
+_LUA_TABLE = _lua_table()
+_VALID_TAIL_REF = re.compile(rb"\A[ \t\n\v\f\r]*(?:#.*)?\Z", re.S)
+
+
+def _reference(text: bytes) -> tuple[str, bytes | None, bytes | None, bool]:
+    if re.match(rb"\A[ \t\n\v\f\r]*\Z", text):
+        return "blank", None, None, False
+    if re.match(rb"\A[ \t\n\v\f\r]*#", text):
+        return "comment", None, None, False
+    for i, p in enumerate(_LUA_TABLE):
+        m = p.match(text)
+        if m:
+            if _VALID_TAIL_REF.match(m.group("c")):
+                quoted = i == 14 or i == 15 or (i < 14 and i % 2 == 0)
+                return "assign", m.group("n"), m.group("v"), quoted
+            return "malformed", None, None, False
+    return "malformed", None, None, False
+
+
+_ALPHABET = b'abcXYZ019_-.="# \t\r\v\x01\xff'
+_PIECES = [b"aesni_load", b"geom_eli_load", b"exec", b"_load", b"-x_name", b"a.b_load", b"kern.hz", b"_x",
+           b"=", b" = ", b'"YES"', b"YES", b'"a"b"', b"# c", b'"', b"\t", b"x_error", b"1a_type", b".x"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.binary(max_size=3).map(
+    lambda b: bytes(_ALPHABET[c % len(_ALPHABET)] for c in b))), max_size=8).map(b"".join))
+def test_classify_matches_the_lua_pattern_table(text: bytes) -> None:
+    kind, m, quoted = classify(text)
+    ref_kind, name, value, ref_quoted = _reference(text)
+    assert kind == ref_kind, text
+    if kind == "assign":
+        assert m is not None
+        assert (m.group("n"), m.group("v"), quoted) == (name, value, ref_quoted), text
