@@ -712,3 +712,50 @@ def test_property_the_backup_equals_the_original_byte_for_byte(data: bytes, mode
         assert Path(result2.backup or "").read_bytes() == edit.after
     finally:
         shutil.rmtree(root)
+
+
+# ---- the one remote command line, whatever the login shell ------------------------------------------
+
+
+def _tcsh() -> str:
+    path = shutil.which("tcsh") or shutil.which("csh")
+    if path:
+        return path
+    if os.environ.get("BSDCRYPT_REQUIRE_TCSH") == "1":
+        pytest.fail("BSDCRYPT_REQUIRE_TCSH=1 but tcsh is missing (apt install tcsh)")
+    pytest.skip("tcsh not installed")
+
+
+def _login_shells() -> list[str | None]:
+    return [None, *(s for s in ("/bin/sh", shutil.which("bash")) if s)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.binary(max_size=2000))
+def test_the_input_reaches_the_command_byte_for_byte(data: bytes) -> None:
+    from bsdcrypt.host import stdin_script
+
+    script = stdin_script("cat", data)
+    assert script.isascii() and b"\x00" not in script  # nothing a shell could mangle
+    for shell in _login_shells():
+        res = LocalHost(shell).run("cat; printf 'rc'", input=data)
+        assert res.rc == 0 and res.stdout == data + b"rc"
+
+
+@pytest.mark.parametrize("data", [b"", b"no final newline", b"\x00\x01\xff'\\%s%%-n\n\n", bytes(range(256)) * 4])
+def test_the_input_through_a_tcsh_login_shell(data: bytes) -> None:
+    """sshd runs `$SHELL -c LINE`; with tcsh (FreeBSD root before 14.0) a multi-line quoted LINE fails."""
+    res = LocalHost(_tcsh()).run("cat; exit 7", input=data)
+    assert (res.rc, res.stdout, res.stderr) == (7, data, b"")
+
+
+def test_enable_and_disable_through_a_tcsh_login_shell(root: Path) -> None:
+    conf = root / "boot" / "loader.conf"
+    original = b'zfs_load="YES"\r\n# caf\xe9 \'quoted\' "%s" \\\naesni_load="NO"'
+    write(conf, original)
+    host = LocalHost(_tcsh())
+    inp = PlanInput(driver="aesni", state="loaded", attached=True, accelerates_aes=True, is_root=True)
+    out = perform(host, plan_enable(inp, read_loader_files(host, str(root)), persist=True, root=str(root)), root=str(root))
+    assert out.writes and is_yes(effective(read_loader_files(host, str(root)), "aesni_load"))
+    perform(host, plan_disable(read_loader_files(host, str(root))), root=str(root))
+    assert conf.read_bytes() == original

@@ -7,7 +7,6 @@ import logging
 import os
 import re
 import select
-import shlex
 import signal
 import socket
 import subprocess
@@ -18,7 +17,7 @@ from typing import Any
 import paramiko
 from paramiko.packet import Packetizer
 
-from bsdcrypt.host import RunResult
+from bsdcrypt.host import REMOTE_COMMAND, RunResult, stdin_script
 from bsdcrypt.hostsfile import SpecError, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.errors import SSHError
@@ -30,7 +29,6 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 DEFAULT_TIMEOUT = 30.0
 MAX_OUTPUT = 32 * 1024 * 1024
-REMOTE_COMMAND = "/bin/sh -s"
 MAX_PROXY_JUMPS = 8
 
 
@@ -382,7 +380,7 @@ class SSHHost:
     # -- run
 
     def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
-        """One exec: `/bin/sh -s` with the command on stdin (or `/bin/sh -c` when `input` is given)."""
+        """One exec: `/bin/sh -s` with the command (and any `input`, see host.stdin_script) on stdin."""
         limit = timeout if timeout is not None else (self.timeout or DEFAULT_TIMEOUT)
         if self._transport is None:
             self._deadline = time.monotonic() + limit
@@ -402,10 +400,8 @@ class SSHHost:
         self._next_phase("opening the session")
         chan = transport.open_session(timeout=self._remaining())
         try:
-            if input is None:
-                remote, stdin = REMOTE_COMMAND, command.encode()
-            else:
-                remote, stdin = "/bin/sh -c " + shlex.quote(command), input
+            # Always the one line every login shell parses alike (csh/tcsh too): see host.REMOTE_COMMAND.
+            remote, stdin = REMOTE_COMMAND, stdin_script(command, input)
             self._next_phase("exec")
             chan.settimeout(self._remaining())
             chan.exec_command(remote)

@@ -10,7 +10,9 @@ per-run token from its `T=` line and prints the host's recording rendered with t
 listen addresses per process, so the fleet is split over several sshd processes on one port.
 Faulty behaviours are chosen per address: slow, garbage, cut (output killed mid-way),
 auth-refused (another authorized_keys), wrong-key (known_hosts holds another key), unknown-key
-(absent from known_hosts), plus a closed port and a TCP listener that never speaks SSH.
+(absent from known_hosts), plus a closed port and a TCP listener that never speaks SSH. A `shell`
+host is no fake: it runs the exec'd command for real on this machine through the login shell named
+by FakeHost.shell (e.g. tcsh), as sshd would with that user's shell.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ L=$1
 set -- $SSH_CONNECTION
 A=$3
 [ "$A" = "$L" ] || { echo "fakehost: SSH_CONNECTION says $A, sshd_config says $L" >&2; exit 125; }
+# A real host whose login shell is the one named in $A.shell: sshd runs `$SHELL -c COMMAND`.
+if [ -f "$D/$A.shell" ]; then
+  printf '%s\n' "$SSH_ORIGINAL_COMMAND" >> "$D/$A.commands"
+  exec "$(cat "$D/$A.shell")" -c "$SSH_ORIGINAL_COMMAND"
+fi
 case "$SSH_ORIGINAL_COMMAND" in
   '/bin/sh -s') ;;
   *) echo "fakehost: unexpected command: $SSH_ORIGINAL_COMMAND" >&2; exit 126 ;;
@@ -92,8 +99,9 @@ def _free_port(addrs: list[str]) -> int:
 @dataclass
 class FakeHost:
     addr: str
-    kind: str  # replay, slow, garbage, cut, auth-refused, wrong-key, unknown-key
+    kind: str  # replay, slow, garbage, cut, auth-refused, wrong-key, unknown-key, shell
     recording: str | None = None  # path of the recording it answers from
+    shell: str | None = None  # kind "shell": the login shell that runs the command (for real)
 
 
 @dataclass
@@ -119,9 +127,11 @@ class LoopbackFleet:
 
     # -- building the fleet
 
-    def add(self, addr: str, kind: str = "replay", recording: str | Path | None = None) -> FakeHost:
+    def add(
+        self, addr: str, kind: str = "replay", recording: str | Path | None = None, shell: str | None = None
+    ) -> FakeHost:
         _check_loopback(addr)
-        host = FakeHost(addr, kind, str(recording) if recording else None)
+        host = FakeHost(addr, kind, str(recording) if recording else None, shell)
         self.hosts[addr] = host
         return host
 
@@ -149,7 +159,9 @@ class LoopbackFleet:
             out.write_bytes(render(evidence, PLACEHOLDER))
         else:
             out.write_bytes(b"")
-        if host.kind == "slow":
+        if host.kind == "shell":
+            (self.hostdir / f"{host.addr}.shell").write_text(host.shell or "/bin/sh")
+        elif host.kind == "slow":
             (self.hostdir / f"{host.addr}.slow").write_text(str(self.slow_seconds))
         elif host.kind == "garbage":
             (self.hostdir / f"{host.addr}.garbage").write_bytes(
