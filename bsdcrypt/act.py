@@ -348,8 +348,11 @@ __CRASH__
 err=$(mv -f "$tmp" "$TGT" 2>&1) || die "cannot rename the new content over $F: ${err##*: }"
 kept=${bak:--}; tmp=; bak=
 trap - EXIT
+# From here on the new content is in place: say so first, so that a failure after this line (or a
+# cut connection) is known to have changed the file, and which backup holds the original.
+printf '%s %s\n%s\n' "bsdcrypt-write: renamed" "$kept" "$TGT"
 syncf "$DIR" || die "renamed, but cannot fsync the directory $DIR"
-printf '%s %s\n%s\n' "bsdcrypt-write: ok" "$kept" "$TGT"
+echo "bsdcrypt-write: ok"
 cat -- "$TGT"
 """
 
@@ -381,7 +384,7 @@ else
   [ "$cur" = "$CKSUM" ] || die "$F changed since bsdcrypt created it; left as it is"
   err=$(rm -f "$TGT" 2>&1) || die "cannot remove $F: ${err##*: }"
 fi
-syncf "$DIR" || die "cannot fsync the directory $DIR"
+syncf "$DIR" || die "put back, but cannot fsync the directory $DIR"
 echo "bsdcrypt-write: ok"
 """
 
@@ -471,6 +474,18 @@ class WriteResult:
     target: str = ""  # the file really written: `path` with every link resolved (inside DIR with --root)
 
 
+class WriteFailed(ActError):
+    """`safe_write` did not complete. `renamed`: the new content IS in place (the rename happened,
+    what followed failed: the directory's fsync, the read-back), with its backup; `certain`: the
+    snippet itself said why it stopped before the rename, so the file is as it was. Neither: it
+    was cut off (killed, connection lost) and nothing is known."""
+
+    def __init__(self, message: str, *, renamed: WriteResult | None = None, certain: bool = False) -> None:
+        super().__init__(message)
+        self.renamed = renamed
+        self.certain = certain and renamed is None
+
+
 def _fail_line(res: RunResult, what: str) -> str:
     lines = [ln for ln in res.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
     msg = next((ln for ln in reversed(lines) if ln.startswith("bsdcrypt-write: ")), None)
@@ -480,18 +495,30 @@ def _fail_line(res: RunResult, what: str) -> str:
     return f"{what} failed: {detail}"
 
 
+_RENAMED = b"bsdcrypt-write: renamed "
+
+
 def safe_write(host: Host, edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> WriteResult:
-    """Write one FileEdit on the host, then re-read and re-parse it. Raises ActError (one line)."""
+    """Write one FileEdit on the host, then re-read and re-parse it. Raises WriteFailed (one line)."""
     script = write_script(edit, root=root, crash_before_rename=crash_before_rename)
     res = host.run(script, input=edit.after, timeout=120)
-    if res.rc != 0 or not res.stdout.startswith(_OK.encode()):
-        raise ActError(_fail_line(res, f"writing {edit.path}"))
-    head, _, rest = res.stdout.partition(b"\n")
-    target, _, content = rest.partition(b"\n")
-    backup = head.decode("utf-8", "replace")[len(_OK) + 1 :].strip()
-    if content != edit.after:
-        raise ActError(f"{edit.path} does not read back as written; the backup is {backup}")
-    return WriteResult(edit.path, None if backup in ("", "-") else backup, target.decode("utf-8", "replace"))
+    renamed: WriteResult | None = None
+    rest = res.stdout
+    if rest.startswith(_RENAMED):
+        head, _, rest = rest.partition(b"\n")
+        target, _, rest = rest.partition(b"\n")
+        backup = head[len(_RENAMED):].decode("utf-8", "replace").strip()
+        renamed = WriteResult(edit.path, None if backup in ("", "-") else backup, target.decode("utf-8", "replace"))
+    ok = _OK.encode() + b"\n"
+    if res.rc != 0 or renamed is None or not rest.startswith(ok):
+        said = any(ln.startswith(b"bsdcrypt-write: ") for ln in res.stderr.splitlines())
+        raise WriteFailed(_fail_line(res, f"writing {edit.path}"), renamed=renamed, certain=said)
+    if rest[len(ok):] != edit.after:
+        raise WriteFailed(
+            f"{edit.path} does not read back as written; the backup is {renamed.backup or 'none (new file)'}",
+            renamed=renamed,
+        )
+    return renamed
 
 
 def undo_write(host: Host, edit: FileEdit, result: WriteResult, *, root: str = "") -> None:
@@ -558,8 +585,18 @@ class ActResult:
     writes: list[WriteResult] = field(default_factory=list)
 
 
+class ActInterrupted(KeyboardInterrupt):
+    """Ctrl-C/SIGTERM while performing: str() says what was put back and what state files are in."""
+
+
 def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: None, root: str = "") -> ActResult:
-    """Run the plan's actions in order on `host`; stop at the first failure (ActError)."""
+    """Run the plan's actions in order on `host`; stop at the first failure (ActError).
+
+    All the files of one run change, or none: on ANY failure (an ActError, a lost connection, Ctrl-C)
+    after a file was written, the files already written are put back (`_roll_back`) and the error
+    says so, or says precisely which file is in which state. An interrupt is re-raised after that as
+    ActInterrupted (a KeyboardInterrupt) carrying that account.
+    """
     if plan.refusal is not None:
         raise ActError(f"{plan.refusal.reason} ({plan.refusal.advice})")
     out = ActResult()
@@ -572,34 +609,73 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
     # read-only problem with any of them changes nothing.
     check_writable(host, [w.edit for w in plan.writes], root=root)
     done: list[tuple[FileEdit, WriteResult]] = []
-    for action in plan.actions:
-        if isinstance(action, RunCommand):
-            if action.check == "kldload":
-                say(kldload(host, action.argv[1]))
-            elif action.check == "verify":
-                say(verify(host, action.argv[-1].split(".")[1]))
-            else:
-                res = host.run(" ".join(sh_quote(a) for a in action.argv), timeout=120)
-                if res.rc != 0:
-                    raise ActError(
-                        f"{' '.join(action.argv)} failed: {res.stderr.decode('utf-8', 'replace').strip()}"
-                    )
-                say(f"ran {' '.join(action.argv)}")
-        elif isinstance(action, WriteFile):
-            try:
-                result = safe_write(host, action.edit, root=root)
-            except ActError as exc:
-                if not done:
+    current: FileEdit | None = None  # the file being written when something failed
+    try:
+        for action in plan.actions:
+            if isinstance(action, RunCommand):
+                if action.check == "kldload":
+                    say(kldload(host, action.argv[1]))
+                elif action.check == "verify":
+                    say(verify(host, action.argv[-1].split(".")[1]))
+                else:
+                    res = host.run(" ".join(sh_quote(a) for a in action.argv), timeout=120)
+                    if res.rc != 0:
+                        raise ActError(
+                            f"{' '.join(action.argv)} failed: {res.stderr.decode('utf-8', 'replace').strip()}"
+                        )
+                    say(f"ran {' '.join(action.argv)}")
+            elif isinstance(action, WriteFile):
+                current = action.edit
+                try:
+                    result = safe_write(host, action.edit, root=root)
+                except WriteFailed as exc:
+                    if exc.renamed is not None:  # in place although the write failed: undone with the others
+                        done.append((action.edit, exc.renamed))
+                        current = None
+                    elif exc.certain:
+                        current = None
                     raise
-                raise ActError(f"{exc}; {_roll_back(host, done, root)}") from exc
-            done.append((action.edit, result))
-            out.writes.append(result)
-            backup = f" (backup: {result.backup})" if result.backup else " (new file)"
-            real = f" -> {result.target}" if result.target and result.target != result.path else ""
-            say(f"wrote {result.path}{real}{backup}")
-        elif isinstance(action, Note | Refuse):
-            continue
+                current = None
+                done.append((action.edit, result))
+                out.writes.append(result)
+                backup = f" (backup: {result.backup})" if result.backup else " (new file)"
+                real = f" -> {result.target}" if result.target and result.target != result.path else ""
+                say(f"wrote {result.path}{real}{backup}")
+            elif isinstance(action, Note | Refuse):
+                continue
+    except BaseException as exc:
+        if not done and current is None:
+            raise
+        account = _account(host, done, current, exc, root)
+        if isinstance(exc, KeyboardInterrupt):
+            raise ActInterrupted(f"interrupted: {account}") from exc
+        why = str(exc) if isinstance(exc, BsdcryptError) else f"{type(exc).__name__}: {exc}"
+        raise ActError(f"{why}; {account}") from exc
     return out
+
+
+def _account(
+    host: Host, done: list[tuple[FileEdit, WriteResult]], current: FileEdit | None, exc: BaseException, root: str
+) -> str:
+    """Put back what this run wrote (signals deferred meanwhile) and say, in one line, what state
+    every file is in: never "unchanged" unless it is."""
+    from bsdcrypt.bench.signals import signals_deferred
+
+    with signals_deferred() as got:
+        rolled = _roll_back(host, done, root) if done else ""
+    parts = [rolled] if rolled else []
+    if current is not None:
+        how = "interrupted" if isinstance(exc, KeyboardInterrupt) else "cut off"
+        parts.append(
+            f"{current.path} may or may not hold the new content (its write was {how} before it reported "
+            f"back): check it; if it changed, the original is the newest {current.path}.bsdcrypt-* beside "
+            "it (or, for a file that did not exist, remove it)"
+        )
+    elif done and rolled.startswith("put back"):
+        parts[-1] += ": the loader configuration is unchanged"
+    if got:
+        parts.append("a further interrupt waited until this was done")
+    return "; ".join(parts)
 
 
 def _roll_back(host: Host, done: list[tuple[FileEdit, WriteResult]], root: str) -> str:
@@ -608,8 +684,14 @@ def _roll_back(host: Host, done: list[tuple[FileEdit, WriteResult]], root: str) 
     for edit, result in reversed(done):
         try:
             undo_write(host, edit, result, root=root)
-        except ActError as exc:
-            left = ", ".join(f"{r.path} (backup: {r.backup or 'none, it was created'})" for _, r in done)
-            return f"undoing the earlier changes failed too ({exc}); restore by hand: {left}"
+        except (Exception, KeyboardInterrupt) as exc:
+            left = ", ".join(
+                f"{r.path} (backup: {r.backup or 'none, it was created'})"
+                for e, r in done
+                if e.path not in undone
+            )
+            put = f"put back {', '.join(reversed(undone))}; " if undone else ""
+            why = str(exc) if isinstance(exc, BsdcryptError) else f"{type(exc).__name__}: {exc}"
+            return f"{put}undoing the earlier changes failed too ({why}); restore by hand: {left}"
         undone.append(edit.path)
-    return "put back " + ", ".join(reversed(undone)) + " as it was: the loader configuration is unchanged"
+    return "put back " + ", ".join(reversed(undone)) + " as it was"

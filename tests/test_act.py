@@ -759,3 +759,104 @@ def test_enable_and_disable_through_a_tcsh_login_shell(root: Path) -> None:
     assert out.writes and is_yes(effective(read_loader_files(host, str(root)), "aesni_load"))
     perform(host, plan_disable(read_loader_files(host, str(root))), root=str(root))
     assert conf.read_bytes() == original
+
+
+# ---- any failure in the middle rolls back, and says what state each file is in ----------------------
+
+
+class FailingHost(LocalHost):
+    """Fails the Nth write script: `when` is "before" (raise without running it) or "after" (run it,
+    then raise, as a connection lost once the host had done it); `edit` rewrites the script first."""
+
+    def __init__(self, nth: int, exc: BaseException | None = None, when: str = "before",
+                 edit: tuple[str, str] | None = None) -> None:
+        super().__init__()
+        self.nth, self.exc, self.when, self.edit = nth, exc, when, edit
+        self.writes = 0
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+        if ".bsdcrypt-$(date" in command:  # a write script
+            self.writes += 1
+            if self.writes == self.nth:
+                if self.edit is not None:
+                    assert self.edit[0] in command
+                    command = command.replace(*self.edit)
+                if self.exc is not None and self.when == "before":
+                    raise self.exc
+                res = super().run(command, input=input, timeout=timeout)
+                if self.exc is not None:
+                    raise self.exc
+                return res
+        return super().run(command, input=input, timeout=timeout)
+
+
+def _two_files(root: Path) -> tuple[Path, Path, object]:
+    d = root / "boot" / "loader.conf.d"
+    write(d / "x.conf", b'aesni_load="no"\n')
+    local = root / "boot" / "loader.conf.local"
+    write(local, b'aesni_load="NO"\n')
+    return d / "x.conf", local, enable_plan(root, "13.2-RELEASE")
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_lost_connection_on_the_second_write_puts_the_first_back(root: Path, when: str) -> None:
+    from bsdcrypt.errors import HostError
+
+    first, second, plan = _two_files(root)
+    with pytest.raises(ActError) as exc:
+        perform(FailingHost(2, HostError("connection lost"), when), plan, root=str(root))  # type: ignore[arg-type]
+    msg = str(exc.value)
+    assert msg.startswith(f"connection lost; put back {first} as it was; {second} may or may not hold the new content")
+    assert "unchanged" not in msg  # the second file's state is not known: never claimed
+    assert first.read_bytes() == b'aesni_load="no"\n' and not backups(first.parent)
+    assert (second.read_bytes() == b'aesni_load="NO"\n') is (when == "before")
+
+
+def test_ctrl_c_on_the_second_write_puts_the_first_back_and_says_so(root: Path) -> None:
+    from bsdcrypt.act import ActInterrupted
+
+    first, second, plan = _two_files(root)
+    with pytest.raises(ActInterrupted) as exc:
+        perform(FailingHost(2, KeyboardInterrupt()), plan, root=str(root))  # type: ignore[arg-type]
+    assert isinstance(exc.value, KeyboardInterrupt)
+    assert str(exc.value).startswith(f"interrupted: put back {first} as it was; {second} may or may not hold")
+    assert first.read_bytes() == b'aesni_load="no"\n' and second.read_bytes() == b'aesni_load="NO"\n'
+
+
+def test_renamed_but_the_directory_fsync_failed_is_put_back(root: Path) -> None:
+    """The new content was in place when the write failed: it is rolled back like the others."""
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    plan = enable_plan(root, "12.4-RELEASE")
+    host = FailingHost(1, edit=('syncf "$DIR" || die "renamed', 'false || die "renamed'))
+    with pytest.raises(ActError) as exc:
+        perform(host, plan, root=str(root))  # type: ignore[arg-type]
+    assert str(exc.value) == (
+        f"renamed, but cannot fsync the directory {conf.parent}; put back {conf} as it was: "
+        "the loader configuration is unchanged"
+    )
+    assert conf.read_bytes() == b"a=1\n" and not backups(conf.parent)
+
+
+def test_a_write_that_does_not_read_back_is_put_back(root: Path) -> None:
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    plan = enable_plan(root, "12.4-RELEASE")
+    host = FailingHost(1, edit=('cat -- "$TGT"', 'cat -- "$TGT"; echo garbage'))
+    with pytest.raises(ActError) as exc:
+        perform(host, plan, root=str(root))  # type: ignore[arg-type]
+    assert str(exc.value).startswith(f"{conf} does not read back as written; the backup is {conf}.bsdcrypt-")
+    assert str(exc.value).endswith(f"; put back {conf} as it was: the loader configuration is unchanged")
+    assert conf.read_bytes() == b"a=1\n"
+
+
+def test_a_write_cut_off_without_a_word_is_not_called_unchanged(root: Path) -> None:
+    """Killed before it said why (SIGKILL, cut connection): the file's state is unknown."""
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    plan = enable_plan(root, "12.4-RELEASE")
+    host = FailingHost(1, edit=("err=$(mv -f", "kill -KILL $$; err=$(mv -f"))
+    with pytest.raises(ActError) as exc:
+        perform(host, plan, root=str(root))  # type: ignore[arg-type]
+    assert f"{conf} may or may not hold the new content" in str(exc.value)
+    assert conf.read_bytes() == b"a=1\n"

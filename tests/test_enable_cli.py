@@ -179,3 +179,17 @@ def test_the_confirmation_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         assert sorted(p.name for p in conf.parent.iterdir()) == ["loader.conf"]
     else:
         assert conf.read_bytes() == b'a=1\naesni_load="YES" # bsdcrypt enable: added\n'
+
+
+def test_ctrl_c_during_the_writes_says_what_was_put_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bsdcrypt import act
+
+    conf = _boot(tmp_path, b"a=1\n")
+
+    def interrupted(*_a: object, **_k: object) -> None:
+        raise act.ActInterrupted(f"interrupted: put back {conf} as it was: the loader configuration is unchanged")
+
+    monkeypatch.setattr(act, "perform", interrupted)
+    result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path), "--yes"])
+    assert result.exit_code == 130, result.output
+    assert result.output.endswith(f"bsdcrypt: interrupted: put back {conf} as it was: the loader configuration is unchanged\n")

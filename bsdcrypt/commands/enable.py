@@ -189,7 +189,13 @@ def _execute(
         loads_driver = any(isinstance(a, RunCommand) and a.argv[:1] == ("kldload",) for a in plan.actions)
         if eb is not None and loads_driver:
             eb.measure(host, status, "before", state="nothing was changed (enable had not started)")
-        perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"), root=root)
+        from bsdcrypt.act import ActInterrupted
+
+        try:
+            perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"), root=root)
+        except ActInterrupted as exc:  # what was put back, and the state of the file being written
+            typer.echo(f"bsdcrypt: {exc}", err=True)
+            raise typer.Exit(130) from exc
         if plan.writes:
             from bsdcrypt.loaderconf import effective, is_yes
 
