@@ -608,50 +608,66 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
     # Every file is checked before anything is done (kldload included): a permission, ownership or
     # read-only problem with any of them changes nothing.
     check_writable(host, [w.edit for w in plan.writes], root=root)
-    done: list[tuple[FileEdit, WriteResult]] = []
-    current: FileEdit | None = None  # the file being written when something failed
+    from bsdcrypt.bench.signals import sigterm_raises  # loaded on first use: the bench package is large
+
+    progress = _Progress()
     try:
-        for action in plan.actions:
-            if isinstance(action, RunCommand):
-                if action.check == "kldload":
-                    say(kldload(host, action.argv[1]))
-                elif action.check == "verify":
-                    say(verify(host, action.argv[-1].split(".")[1]))
-                else:
-                    res = host.run(" ".join(sh_quote(a) for a in action.argv), timeout=120)
-                    if res.rc != 0:
-                        raise ActError(
-                            f"{' '.join(action.argv)} failed: {res.stderr.decode('utf-8', 'replace').strip()}"
-                        )
-                    say(f"ran {' '.join(action.argv)}")
-            elif isinstance(action, WriteFile):
-                current = action.edit
-                try:
-                    result = safe_write(host, action.edit, root=root)
-                except WriteFailed as exc:
-                    if exc.renamed is not None:  # in place although the write failed: undone with the others
-                        done.append((action.edit, exc.renamed))
-                        current = None
-                    elif exc.certain:
-                        current = None
-                    raise
-                current = None
-                done.append((action.edit, result))
-                out.writes.append(result)
-                backup = f" (backup: {result.backup})" if result.backup else " (new file)"
-                real = f" -> {result.target}" if result.target and result.target != result.path else ""
-                say(f"wrote {result.path}{real}{backup}")
-            elif isinstance(action, Note | Refuse):
-                continue
+        with sigterm_raises():  # SIGTERM interrupts like Ctrl-C, so it rolls back too
+            _perform_actions(host, plan, root, say, out, progress)
     except BaseException as exc:
-        if not done and current is None:
+        if not progress.done and progress.current is None:
             raise
-        account = _account(host, done, current, exc, root)
+        account = _account(host, progress.done, progress.current, exc, root)
         if isinstance(exc, KeyboardInterrupt):
-            raise ActInterrupted(f"interrupted: {account}") from exc
+            reason = getattr(exc, "reason", None)
+            raise ActInterrupted(f"interrupted{f' ({reason})' if reason else ''}: {account}") from exc
         why = str(exc) if isinstance(exc, BsdcryptError) else f"{type(exc).__name__}: {exc}"
         raise ActError(f"{why}; {account}") from exc
     return out
+
+
+@dataclass
+class _Progress:
+    done: list[tuple[FileEdit, WriteResult]] = field(default_factory=list)  # files now holding the new content
+    current: FileEdit | None = None  # the file being written, while its outcome is not known
+
+
+def _perform_actions(
+    host: Host, plan: Plan, root: str, say: Callable[[str], None], out: ActResult, progress: _Progress
+) -> None:
+    done = progress.done
+    for action in plan.actions:
+        if isinstance(action, RunCommand):
+            if action.check == "kldload":
+                say(kldload(host, action.argv[1]))
+            elif action.check == "verify":
+                say(verify(host, action.argv[-1].split(".")[1]))
+            else:
+                res = host.run(" ".join(sh_quote(a) for a in action.argv), timeout=120)
+                if res.rc != 0:
+                    raise ActError(
+                        f"{' '.join(action.argv)} failed: {res.stderr.decode('utf-8', 'replace').strip()}"
+                    )
+                say(f"ran {' '.join(action.argv)}")
+        elif isinstance(action, WriteFile):
+            progress.current = action.edit
+            try:
+                result = safe_write(host, action.edit, root=root)
+            except WriteFailed as exc:
+                if exc.renamed is not None:  # in place although the write failed: undone with the others
+                    done.append((action.edit, exc.renamed))
+                    progress.current = None
+                elif exc.certain:
+                    progress.current = None
+                raise
+            progress.current = None
+            done.append((action.edit, result))
+            out.writes.append(result)
+            backup = f" (backup: {result.backup})" if result.backup else " (new file)"
+            real = f" -> {result.target}" if result.target and result.target != result.path else ""
+            say(f"wrote {result.path}{real}{backup}")
+        elif isinstance(action, Note | Refuse):
+            continue
 
 
 def _account(

@@ -860,3 +860,23 @@ def test_a_write_cut_off_without_a_word_is_not_called_unchanged(root: Path) -> N
         perform(host, plan, root=str(root))  # type: ignore[arg-type]
     assert f"{conf} may or may not hold the new content" in str(exc.value)
     assert conf.read_bytes() == b"a=1\n"
+
+
+def test_sigterm_on_the_second_write_puts_the_first_back(root: Path) -> None:
+    import signal
+
+    from bsdcrypt.act import ActInterrupted
+
+    first, second, plan = _two_files(root)
+
+    class TermHost(FailingHost):
+        def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+            if ".bsdcrypt-$(date" in command and self.writes == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super().run(command, input=input, timeout=timeout)
+
+    with pytest.raises(ActInterrupted) as exc:
+        perform(TermHost(0), plan, root=str(root))  # type: ignore[arg-type]
+    assert str(exc.value).startswith(f"interrupted (SIGTERM): put back {first} as it was; {second} may or may not")
+    assert first.read_bytes() == b'aesni_load="no"\n' and second.read_bytes() == b'aesni_load="NO"\n'
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
