@@ -96,5 +96,12 @@ class VerboseHost:
         return getattr(self._host, attr)
 
 
+def unwrap(host: Host) -> Host:
+    """The host under any VerboseHost: what `isinstance` checks must look at (-v wraps every host)."""
+    while isinstance(host, VerboseHost):
+        host = host._host
+    return host
+
+
 def wrap(host: Host) -> Host:
     return VerboseHost(host) if _enabled and not isinstance(host, VerboseHost) else host

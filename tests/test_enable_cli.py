@@ -193,3 +193,19 @@ def test_ctrl_c_during_the_writes_says_what_was_put_back(tmp_path: Path, monkeyp
     result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path), "--yes"])
     assert result.exit_code == 130, result.output
     assert result.output.endswith(f"bsdcrypt: interrupted: put back {conf} as it was: the loader configuration is unchanged\n")
+
+
+@pytest.mark.parametrize("command", ["enable", "disable"])
+def test_verbose_does_not_let_root_through_on_a_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """-v wraps every host in a VerboseHost: the recording check must look under it."""
+    from bsdcrypt import verbose
+
+    monkeypatch.setattr(verbose, "_enabled", True)
+    conf = _boot(tmp_path, b"a=1\n")
+    args = [command, "--persist", "--dry-run", "--root", str(tmp_path), "-H", "replay:freebsd-13.0-hyperv-builtin"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3, result.output
+    assert "replay:freebsd-13.0-hyperv-builtin is a recording" in result.output
+    assert conf.read_bytes() == b"a=1\n"

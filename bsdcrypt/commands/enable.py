@@ -114,8 +114,9 @@ def _execute(
         if root:
             from bsdcrypt.act import ActError, check_root
             from bsdcrypt.recording import ReplayHost
+            from bsdcrypt.verbose import unwrap
 
-            if isinstance(host, ReplayHost):
+            if isinstance(unwrap(host), ReplayHost):  # -v wraps the host: look under it
                 fail(
                     f"--root needs a host with a file system, and {host.spec} is a recording: use --root "
                     "on the local machine (or with --host over SSH)"
