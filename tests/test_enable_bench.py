@@ -191,6 +191,7 @@ def test_no_before_when_enable_only_persists(monkeypatch: pytest.MonkeyPatch) ->
     written: list[object] = []
     monkeypatch.setattr("bsdcrypt.act.perform", lambda host, plan, **kw: written.append(plan))
     monkeypatch.setattr("bsdcrypt.act.read_loader_files", lambda host, root: [])
+    monkeypatch.setattr("bsdcrypt.act.real_paths", lambda host, paths, root: {p: p for p in paths})
     result = CliRunner().invoke(
         _app(), ["enable", "--persist", "--bench", "--yes", "--host", "x"]  # type: ignore[arg-type]
     )

@@ -209,3 +209,17 @@ def test_verbose_does_not_let_root_through_on_a_recording(
     assert result.exit_code == 3, result.output
     assert "replay:freebsd-13.0-hyperv-builtin is a recording" in result.output
     assert conf.read_bytes() == b"a=1\n"
+
+
+def test_loader_conf_local_linked_to_loader_conf_round_trips(tmp_path: Path) -> None:
+    """QA: disable failed forever ("changed since bsdcrypt read it") writing one file under two names."""
+    original = b'zfs_load="YES"\n'
+    conf = _boot(tmp_path, original)
+    (tmp_path / "boot" / "loader.conf.local").symlink_to("loader.conf")
+    args = ["--persist", "--root", str(tmp_path), "--yes"]
+    first = runner.invoke(app, ["enable", *args, "--force"])
+    assert first.exit_code == 0, first.output
+    assert "are one file" in first.output and b"aesni_load" in conf.read_bytes()
+    undo = runner.invoke(app, ["disable", *args])
+    assert undo.exit_code == 0, undo.output
+    assert undo.output.count("  wrote ") == 1 and conf.read_bytes() == original

@@ -96,6 +96,25 @@ def _confirm(yes: bool) -> None:
 PlanFor = Callable[[PlanInput, list[tuple[str, bytes]]], Plan]
 
 
+def _one_write_per_file(host: Any, plan: Plan, files: list[tuple[str, bytes]], root: str, name: str) -> Plan:
+    """Two names of one loader file (`loader.conf.local -> loader.conf`): written once, or refused
+    (exit 2) when that cannot give the planned value (act.merge_same_files). A recording has no
+    files to resolve: its plan is shown as it is."""
+    from bsdcrypt.recording import ReplayHost
+    from bsdcrypt.verbose import unwrap
+
+    if not plan.writes or isinstance(unwrap(host), ReplayHost):
+        return plan
+    from bsdcrypt.act import ActError, merge_same_files, real_paths
+    from bsdcrypt.cli import fail
+
+    paths = [p for p, _ in files] + [w.edit.path for w in plan.writes]
+    try:
+        return merge_same_files(plan, files, real_paths(host, paths, root), name)
+    except ActError as exc:
+        fail(f"refused: {exc}", EXIT_REFUSED)
+
+
 def _execute(
     host_spec: str, plan_for: PlanFor, *, dry_run: bool, yes: bool, fmt: str, root: str, bench: bool = False
 ) -> None:
@@ -154,6 +173,7 @@ def _execute(
             plan: Plan = plan_for(inp, files)
         except EditError as exc:  # the editor could not prove a change correct: one line, nothing written
             fail(str(exc))
+        plan = _one_write_per_file(host, plan, files, root, loader_driver(inp))
         if bench and not dry_run and plan.refusal is None:
             from bsdcrypt.commands.bench import EnableBench
 
