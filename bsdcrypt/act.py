@@ -484,7 +484,10 @@ export F TGT DIR BASE EXISTED CKSUM BAK
 BODY=__BODY__
 LOCK="$DIR/.bsdcrypt.lock"
 if command -v lockf >/dev/null 2>&1; then
-  exec lockf -t 30 "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write
+  # -k: keep the lock file. Without it lockf(1) unlinks the file on release, so a waiter can lock
+  # the unlinked file while a newcomer locks a new one (two holders), and waiters are not served in
+  # order (usr.bin/lockf/lockf.c). Kept, every run locks the same file and waits its turn.
+  exec lockf -k -t 30 "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write
 elif command -v flock >/dev/null 2>&1; then
   exec flock -w 30 "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write
 else

@@ -962,3 +962,16 @@ def test_two_names_of_one_file_that_cannot_hold_are_refused() -> None:
         merge_same_files(lost, files, real, "aesni_load")
     separate = {conf: conf, confd: confd, local: local}
     assert merge_same_files(lost, files, separate, "aesni_load") is lost  # no shared file: the plan as it is
+
+
+def test_lockf_keeps_its_lock_file() -> None:
+    """FreeBSD lockf(1) without -k unlinks the lock file on release: two runs could each hold a lock
+    (one on the unlinked file, one on a new file). -k keeps one file, so exclusion holds and waiters
+    are served in turn; flock (Linux, tests) keeps its file anyway."""
+    from bsdcrypt.act import write_script
+
+    edit = FileEdit("/boot/loader.conf", b"a=1\n", b"a=2\n")
+    script = write_script(edit)
+    assert 'exec lockf -k -t 30 "$LOCK" ' in script
+    assert 'exec flock -w 30 "$LOCK" ' in script
+    assert "lockf -t" not in script
