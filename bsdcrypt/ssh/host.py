@@ -153,7 +153,20 @@ class SSHHost:
         if isinstance(exc, paramiko.SSHException):
             text = str(exc)
             if "protocol banner" in text:
-                if self.phase == "banner" and time.monotonic() >= self._banner_deadline - 0.05:
+                timed_out = self.phase == "banner" and time.monotonic() >= self._banner_deadline - 0.05
+                if self._proxy is not None:  # no TCP of ours: say what the ProxyCommand did
+                    said = self._proxy.stderr_tail()
+                    said = f"; it printed: {said}" if said else ", and it printed nothing on stderr"
+                    cmd = self._proxy.command
+                    cmd = cmd if len(cmd) <= 80 else cmd[:79] + "…"
+                    if timed_out:
+                        ct = " (ConnectTimeout)" if self._banner_wait == t.connect_timeout else ""
+                        return SSHError("timeout", f"timed out after {self._banner_wait:g}s{ct} waiting for the "
+                                        f"SSH banner through the ProxyCommand (still connecting to {where}?)"
+                                        f"{said} (command: {cmd})")
+                    return SSHError("proxy", f"the ProxyCommand's connection to {where} ended before the SSH "
+                                    f"banner{said} (command: {cmd})")
+                if timed_out:
                     return SSHError("no-ssh", f"{where} accepted TCP but sent no SSH banner "
                                     f"within {self._banner_wait:g}s (not an SSH server?)")
                 return SSHError("closed", f"{where} closed the connection before the SSH banner")

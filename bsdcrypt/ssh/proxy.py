@@ -1,8 +1,14 @@
-"""ProxyCommand: the command ssh_config names, run as the socket paramiko's transport reads and writes."""
+"""ProxyCommand: the command ssh_config names, run as the socket paramiko's transport reads and writes.
+
+Waits use poll(2), not select(2): a run with hundreds of hosts in flight has descriptors above
+FD_SETSIZE (1024), which select() cannot watch. Every ProxyCommand still running is listed, so that an
+interrupted run can kill them all (`kill_all`).
+"""
 
 from __future__ import annotations
 
 import errno
+import math
 import os
 import re
 import select
@@ -16,6 +22,36 @@ import paramiko
 _STDERR_KEEP = 8192  # bytes of a ProxyCommand's stderr kept (the end of it)
 _STDERR_LINES = 3  # lines of it quoted in an error
 _EXIT_WAIT = 1.0  # after the command closed its output: how long to wait for its exit status
+_TERM_WAIT = 0.5  # after SIGTERM to its process group: how long the command has before SIGKILL
+_READABLE = select.POLLIN | select.POLLHUP | select.POLLERR
+_WRITABLE = select.POLLOUT | select.POLLHUP | select.POLLERR
+
+_live: set[ProxyCommandSocket] = set()  # started and not closed yet
+_live_lock = threading.Lock()
+
+
+def kill_all() -> int:
+    """Kill the process group of every ProxyCommand not closed yet (an interrupted run's last sweep);
+    returns how many there were."""
+    with _live_lock:
+        live = list(_live)
+    for proxy in live:
+        proxy.abort()
+    return len(live)
+
+
+def proxy_shell() -> str:
+    """The shell a ProxyCommand runs under, as ssh(1) chooses it: $SHELL, or /bin/sh if unset or empty."""
+    return os.environ.get("SHELL") or "/bin/sh"
+
+
+def _poll(fds: list[tuple[int, int]], timeout: float | None) -> set[int]:
+    """The descriptors of `fds` ((fd, events) pairs) that are ready within `timeout` seconds (None: no limit)."""
+    poller = select.poll()
+    for fd, events in fds:
+        poller.register(fd, events)
+    ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+    return {fd for fd, _ in poller.poll(ms)}
 
 
 class ProxyCommandExited(paramiko.ProxyCommandFailure):
@@ -48,8 +84,10 @@ def _tail_lines(data: bytes) -> str:
 class ProxyCommandSocket:
     """A ProxyCommand as the socket paramiko's transport reads and writes.
 
-    Like ssh(1), the command runs as `exec COMMAND` under /bin/sh, in a session of its own (it
-    cannot open a terminal to prompt), with its stdin and stdout as the connection. Unlike
+    Like ssh(1), the command runs as `$SHELL -c "exec COMMAND"` ($SHELL unset or empty: /bin/sh),
+    in a session of its own (it cannot open a terminal to prompt), with its stdin and stdout as the
+    connection. Closing or aborting kills its whole process group, also when the command itself has
+    exited already (a relay it left behind, e.g. `cat <&3 &`, would keep the connection open). Unlike
     paramiko's ProxyCommand this one keeps the command's stderr (the end of it), turns the end of
     its output into an error naming the exit status and that stderr at once (paramiko's loops on
     EOF until the timeout, at full CPU), honours the socket timeout on writes too, and `close()`
@@ -60,7 +98,7 @@ class ProxyCommandSocket:
     def __init__(self, command: str) -> None:
         self.command = command
         self.process = subprocess.Popen(
-            ["/bin/sh", "-c", "exec " + command],
+            [proxy_shell(), "-c", "exec " + command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -79,6 +117,8 @@ class ProxyCommandSocket:
         self._closing = False
         self._released = False
         self._failure: ProxyCommandExited | None = None
+        with _live_lock:
+            _live.add(self)
 
     # -- the socket interface paramiko uses
 
@@ -95,8 +135,10 @@ class ProxyCommandSocket:
             deadline = None if self._timeout is None else time.monotonic() + self._timeout
             while True:
                 wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-                fds = [self._out] if self._err is None else [self._out, self._err]
-                ready, _, _ = select.select(fds, [], [], wait)
+                fds = [(self._out, _READABLE)]
+                if self._err is not None:
+                    fds.append((self._err, _READABLE))
+                ready = _poll(fds, wait)
                 if self._err is not None and self._err in ready:
                     self._read_stderr()
                 if self._out in ready:
@@ -112,8 +154,7 @@ class ProxyCommandSocket:
     def send(self, data: bytes) -> int:
         self._enter()
         try:
-            _, ready, _ = select.select([], [self._in], [], self._timeout)
-            if not ready:
+            if not _poll([(self._in, _WRITABLE)], self._timeout):
                 raise TimeoutError("timed out")
             try:
                 return os.write(self._in, data)
@@ -123,12 +164,9 @@ class ProxyCommandSocket:
             self._leave()
 
     def abort(self) -> None:
-        """From any thread, without waiting: kill the command, so that every read and write on it ends."""
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        """From any thread, without waiting: kill the command's process group, so that every read and
+        write on it ends (whether or not the command itself is still running)."""
+        self._killpg(signal.SIGKILL)
 
     def close(self) -> None:
         with self._lock:
@@ -136,6 +174,8 @@ class ProxyCommandSocket:
                 return
             self._closing = True
         self._kill()
+        with _live_lock:
+            _live.discard(self)
         with self._lock:
             idle = self._busy == 0
         if idle:
@@ -183,7 +223,7 @@ class ProxyCommandSocket:
         end = time.monotonic() + _EXIT_WAIT
         while self._err is not None and not self._closing:
             left = end - time.monotonic()
-            if left <= 0 or not select.select([self._err], [], [], left)[0]:
+            if left <= 0 or not _poll([(self._err, _READABLE)], left):
                 break
             self._read_stderr()
         try:
@@ -203,24 +243,31 @@ class ProxyCommandSocket:
                 self._failure = failure
             return self._failure
 
-    def _kill(self) -> None:
-        if self.process.poll() is not None:
-            return
+    def _killpg(self, sig: int) -> bool:
+        """Signal the command's process group (its session: start_new_session), even if the command has
+        exited: what it started lives on in that group. The group id stays the command's pid, which
+        the kernel does not hand out again while any process of the group is alive. False: no one left."""
         try:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            os.killpg(self.process.pid, sig)
         except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def _kill(self) -> None:
+        """SIGTERM to the process group, a moment for the command to exit, then SIGKILL to whatever of
+        the group is left (a child that ignores SIGTERM, or outlives the command)."""
+        if not self._killpg(signal.SIGTERM):
+            self.process.poll()
             return
         try:
-            self.process.wait(0.5)
+            self.process.wait(_TERM_WAIT)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.process.wait(1.0)
-            except subprocess.TimeoutExpired:
-                pass  # a process that survives SIGKILL (D state): Popen reaps it later
+            pass
+        self._killpg(signal.SIGKILL)
+        try:
+            self.process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            pass  # a process that survives SIGKILL (D state): Popen reaps it later
 
     def _release(self) -> None:
         with self._lock:
