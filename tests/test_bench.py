@@ -187,8 +187,7 @@ class ScriptedHost:
             ("geli list", "geli-list"),
             ("geli detach", "geli-detach"),
             ("cat /var/run/bsdcrypt-bench.units", "state-read"),
-            ("umask 022; printf", "state-write"),
-            ("rm -f /var/run/bsdcrypt-bench.units", "state-write"),
+            ("umask 022; S=/var/run/bsdcrypt-bench.units;", "state-write"),
             ("test -c", "test"),
         ):
             if c.startswith(prefix):
@@ -210,6 +209,24 @@ class ScriptedHost:
         if self.interrupt_at == n and self.interrupt_after:
             raise KeyboardInterrupt
         return result
+
+    def _state_write(self, command: str) -> RunResult:
+        """The real shell update of the state file, run here on a copy of it in a temporary folder."""
+        import subprocess
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="bsdcrypt-state-") as d:
+            path = Path(d) / "bsdcrypt-bench.units"
+            if self.state_file is not None:
+                path.write_text(self.state_file)
+            proc = subprocess.run(
+                ["/bin/sh", "-c", command.replace("/var/run/bsdcrypt-bench.units", str(path))],
+                capture_output=True, check=False, timeout=60,
+            )
+            self.state_file = path.read_text() if path.exists() else None
+            leftover = sorted(p.name for p in Path(d).iterdir() if p.name not in (path.name, path.name + ".lock"))
+            assert not leftover, f"the state update left {leftover}"
+        return RunResult(proc.returncode, proc.stdout, proc.stderr)
 
     @staticmethod
     def device_of(kind: str, command: str) -> str:
@@ -315,12 +332,7 @@ class ScriptedHost:
                 return self._err(1, "cat: /var/run/bsdcrypt-bench.units: No such file or directory\n")
             return self._ok(self.state_file)
         if kind == "state-write":
-            if argv[0] == "rm" or "rm -f" in command:
-                self.state_file = None
-            else:
-                body = shlex.split(command.split("printf ", 1)[1].split(" > ")[0])[0]
-                self.state_file = body.replace("\\n", "\n")
-            return self._ok()
+            return self._state_write(command)
         if kind == "test":
             dev = argv[-1].removeprefix("/dev/")
             return self._ok() if dev in self.eli or dev in self.md else self._err(1, "")
@@ -552,7 +564,7 @@ def test_old_mdconfig_without_label_falls_back_to_state_file() -> None:
     # without -L the unit is chosen and recorded first, then created with -u (mdconfig prints nothing)
     assert "mdconfig -a -t swap -s 1024m -u 1" in host.commands
     create = host.commands.index("mdconfig -a -t swap -s 1024m -u 1")
-    assert host.commands[create - 1].startswith("umask 022; printf")
+    assert host.commands[create - 1].startswith("umask 022; S=/var/run/bsdcrypt-bench.units;")
     assert " md1 " in host.commands[create - 1] and " swap 1073741824" in host.commands[create - 1]
     assert host.leaked() == [] and host.state_file is None and result.cleanup.ok
 
@@ -886,3 +898,123 @@ def test_fio_json_without_disk_util_as_freebsd_prints_it() -> None:
     result = measure(NoDiskUtilHost(), BenchParams(directions=("write",)))
     g = result.get("geli", "write")
     assert g is not None and g.median_bw == pytest.approx(w.bw_bytes)
+
+
+# --------------------------------------------------------------------------- the state file, second audit
+
+
+def test_a_clock_step_never_makes_a_running_benchs_md_removable() -> None:
+    """FreeBSD rewrites kern.boottime at every clock step (kern_tc.c tc_setclock): an entry written
+    before the step has another boot time, and the labelled md it claims is still a live bench's."""
+    import os
+
+    alive = _owner(os.getppid())
+    before_step = f"1731996400 md1 {alive} swap 1073741824\n"  # kern.boottime was an hour earlier
+    host = ScriptedHost()
+    _labelled_leftover(host, before_step)
+    report = bench.cleanup_leftovers(host)
+    assert not report.ok and report.removed == [] and [d for d, _ in report.refused] == ["md1"]
+    assert "still running" in report.summary()
+    assert "md1" in host.md and "md1.eli" in host.eli and host.state_file == before_step
+    assert not any(c.startswith(("mdconfig -d", "geli detach")) for c in host.commands)
+    with pytest.raises(BenchError, match="still running"):
+        measure(host, PARAMS)
+    assert host.state_file == before_step
+
+
+def test_without_labels_another_boot_time_is_refused_and_kept() -> None:
+    host = ScriptedHost(label_support=False)
+    host.md["md1"] = Md("swap", "1024m", None)
+    line = f"1731996400 md1 {_owner(_dead_pid())} swap 1073741824\n"
+    host.state_file = line
+    report = bench.cleanup_leftovers(host)
+    assert not report.ok and report.removed == [] and "md1" in host.md
+    assert "a reboot, or a clock step" in report.summary() and "delete its line" in report.summary()
+    assert host.state_file == line  # uncertain: neither acted on nor forgotten
+    with pytest.raises(BenchError, match="clock step"):
+        measure(host, PARAMS)
+
+
+def test_a_run_never_drops_an_entry_another_run_wrote_meanwhile() -> None:
+    """Our state updates change our own lines in place; another bench's entry written after our
+    preflight read the file stays (before, our rewrite put back the file as we had read it)."""
+    other = "1732000000 md5 1@elsewhere.example swap 1073741824 0123456789abcdef fedcba9876543210\n"
+
+    class Busy(ScriptedHost):
+        def _execute(self, kind: str, command: str) -> RunResult:
+            if kind == "fio" and other not in (self.state_file or ""):
+                self.state_file = (self.state_file or "") + other  # another controller's bench starts
+                self.md["md5"] = Md("swap", "1024m", LABEL)
+                self.preexisting["md5"] = self.md["md5"]
+            return super()._execute(kind, command)
+
+    host = Busy()
+    result = measure(host, PARAMS)
+    assert result.cleanup.ok and host.state_file == other and "md5" in host.md
+
+
+@pytest.mark.parametrize("garbage", ["\u00b9 md0", "\u0663 md1 1@h swap 1", "1 md1 %s@h swap 1", "junk", "1 md1 1@h swap 1 xyz -"])
+def test_garbage_lines_in_the_state_file_never_block_and_are_said_once(garbage: str) -> None:
+    host = ScriptedHost()
+    host.state_file = f"{garbage}\n{garbage}\n"
+    result = measure(host, PARAMS)
+    notes = [w for w in result.warnings if "/var/run/bsdcrypt-bench.units" in w]
+    assert len(notes) == 1 and "ignored 2 line(s)" in notes[0], result.warnings
+    assert host.leaked() == [] and host.state_file == f"{garbage}\n{garbage}\n"  # left as they are
+    report = bench.cleanup_leftovers(host)
+    assert report.ok
+
+
+def test_state_lines_are_data_never_a_printf_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bsdcrypt.bench.session import StateEntry, parse_state
+
+    monkeypatch.setattr("socket.gethostname", lambda: "ws%s%n\\n1")
+    seen: list[str] = []
+
+    class Watch(ScriptedHost):
+        def _state_write(self, command: str) -> RunResult:
+            res = super()._state_write(command)
+            seen.append(self.state_file or "")
+            return res
+
+    host = Watch(label_support=False)
+    measure(host, PARAMS)
+    (line,) = [s for s in seen if s][:1]
+    (entry,) = parse_state(line)
+    assert entry.owner is not None and entry.owner.endswith("@ws_s_n_n1") and entry.size == 1073741824
+    assert entry.run is not None and entry.controller is not None
+    with pytest.raises(ValueError, match="malformed"):
+        StateEntry(1, "md1", "1@h%s", "swap", 1).line()
+    with pytest.raises(ValueError, match="malformed"):
+        StateEntry(1, "md1 x", "1@h", "swap", 1).line()
+
+
+def test_a_bench_of_another_controller_with_the_same_name_is_never_judged_dead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bsdcrypt.bench import session
+
+    mine = session.controller_id()
+    dead = _dead_pid()
+    for controller, removed in (("fedcba9876543210", False), ("-", False), (mine, True)):
+        host = ScriptedHost()
+        _labelled_leftover(host, f"1732000000 md1 {_owner(dead)} swap 1073741824 0123456789abcdef {controller}\n")
+        report = bench.cleanup_leftovers(host)
+        assert ("md1" not in host.md) is removed, report.summary()
+        if not removed:
+            assert "another machine of that name" in report.summary() and "md1" in host.md
+
+
+def test_controller_id_without_a_machine_id_is_kept_per_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from bsdcrypt.bench import session
+
+    monkeypatch.setattr(session, "_MACHINE_ID_FILES", (str(tmp_path / "none"),))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    session.controller_id.cache_clear()
+    try:
+        first = session.controller_id()
+        session.controller_id.cache_clear()
+        assert first == session.controller_id() and len(first) == 16
+        assert (tmp_path / "state" / "bsdcrypt" / "controller-id").read_text().strip() == first
+    finally:
+        session.controller_id.cache_clear()

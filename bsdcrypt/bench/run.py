@@ -182,8 +182,6 @@ def cleanup_leftovers(host: Host, progress: Callable[[str], None] | None = None)
                 session.adopt_leftover(lo)
             else:
                 refused.append((lo.md, lo.why))
-        if not session.devices.md:
-            session.write_state()
 
     _, report = _guarded(session, body)
     report.refused = refused

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
+import secrets
 import shlex
 import signal
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from bsdcrypt.bench.model import (
     LABEL,
@@ -60,7 +63,45 @@ GELI_CHECK = (
 
 def controller_name() -> str:
     """The machine running bsdcrypt, as written into the state file's owner field."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:255] or "localhost"
+
+
+# This bsdcrypt process: a random run id, so that each of its state entries is its own beyond doubt.
+RUN_ID = secrets.token_hex(8)
+# Where a per-machine id may be read (systemd/dbus machine-id, FreeBSD's /etc/hostid), else one of our own.
+_MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id", "/etc/hostid")
+
+
+@functools.cache
+def controller_id() -> str:
+    """16 hex digits naming the machine bsdcrypt runs on (the controller), not its hostname: two
+    controllers called alike (`localhost`, cloned VMs) must not take each other's bench for theirs.
+
+    Hashed from the machine's own id (machine-id, FreeBSD /etc/hostid), else from a random id kept in
+    `$XDG_STATE_HOME/bsdcrypt/controller-id` (~/.local/state): another user on the same machine then
+    counts as another controller, which only ever refuses. "-" if neither can be had.
+    """
+    for path in _MACHINE_ID_FILES:
+        try:
+            text = Path(path).read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            continue
+        if len(text) >= 8:
+            return hashlib.sha256(f"bsdcrypt-controller:{text}".encode()).hexdigest()[:16]
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "bsdcrypt" / "controller-id"
+    try:
+        text = state.read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        text = ""
+    if re.fullmatch(r"[0-9a-f]{16}", text):
+        return text
+    try:
+        state.parent.mkdir(parents=True, exist_ok=True)
+        text = secrets.token_hex(8)
+        state.write_text(text + "\n", encoding="ascii")
+        return text
+    except OSError:
+        return "-"
 
 
 def this_owner() -> str:
@@ -68,15 +109,19 @@ def this_owner() -> str:
     return f"{os.getpid()}@{controller_name()}"
 
 
-def owner_status(owner: str) -> str:
+def owner_status(owner: str, controller: str | None = None) -> str:
     """"alive", "dead", or "elsewhere" (a bsdcrypt on another machine: cannot be checked from here).
 
     The owning process runs where bsdcrypt ran (this machine for --host local; the admin's machine
-    over SSH), so the check is kill(pid, 0) on this machine, and only when the owner is this machine.
-    Anything doubtful counts as alive: a wrong "alive" only refuses, a wrong "dead" would destroy.
+    over SSH), so the check is kill(pid, 0) on this machine, and only when the owner is this machine:
+    its name AND, for entries that record one, its controller id (another machine with the same
+    hostname is "elsewhere"). Anything doubtful counts as alive or elsewhere: a wrong "alive" only
+    refuses, a wrong "dead" would destroy.
     """
     pid_text, _, where = owner.partition("@")
     if where != controller_name():
+        return "elsewhere"
+    if controller is not None and (controller == "-" or controller != controller_id()):
         return "elsewhere"
     try:
         pid = int(pid_text)
@@ -141,11 +186,26 @@ def parse_md_rows(text: str) -> tuple[list[MdRow], bool]:
     return [MdRow(r.name, r.type, sizes.get(r.name), r.label) for r in rows], label_column
 
 
+# One line of the state file, strictly ASCII (str.isdigit() also takes '¹' or '٣', which int() refuses):
+# `<boottime> <mdN>` (first format), `... <pid>@<machine> <type> <bytes>` (second),
+# `... <run id> <controller id>` (current). Fields are separated by blanks.
+_F = r"[ \t]+"
+_STATE_LINE = re.compile(
+    r"[ \t]*(?P<boottime>[0-9]{1,20})" + _F + r"(?P<md>md[0-9]{1,6})"
+    r"(?:" + _F + r"(?P<owner>[0-9]{1,10}@[A-Za-z0-9._-]{1,255}|-)" + _F + r"(?P<type>[a-z]{1,16}|-)"
+    + _F + r"(?P<size>[0-9]{1,20}|-)"
+    r"(?:" + _F + r"(?P<run>[0-9a-f]{16})" + _F + r"(?P<controller>[0-9a-f]{16}|-))?)?[ \t]*",
+    re.ASCII,
+)
+
+
 @dataclass(frozen=True)
 class StateEntry:
-    """One line of the state file: `<boottime> <mdN> <pid>@<machine> <type> <bytes>`.
+    """One line of the state file: `<boottime> <mdN> <pid>@<machine> <type> <bytes> <run> <controller>`.
 
-    Lines of the first format (`<boottime> <mdN>`) have no owner, type or size.
+    Lines of the first format (`<boottime> <mdN>`) have no owner, type or size; lines of the second
+    no run id and controller id (their owner is judged by the machine's name alone). `raw` is the
+    line as read, so that it can be removed as it is.
     """
 
     boottime: int
@@ -153,24 +213,35 @@ class StateEntry:
     owner: str | None = None
     type: str | None = None
     size: int | None = None
+    run: str | None = None
+    controller: str | None = None
+    raw: str | None = field(default=None, compare=False)
 
     def line(self) -> str:
+        """The line to write; ValueError if a field could break the format (or the shell)."""
         size = "-" if self.size is None else str(self.size)
-        return f"{self.boottime} {self.md} {self.owner or '-'} {self.type or '-'} {size}"
+        text = f"{self.boottime} {self.md} {self.owner or '-'} {self.type or '-'} {size}"
+        if self.run is not None:
+            text += f" {self.run} {self.controller or '-'}"
+        if not _STATE_LINE.fullmatch(text):
+            raise ValueError(f"refusing to write a malformed state entry: {text!r}")
+        return text
 
 
-def parse_state(text: str) -> list[StateEntry]:
+def parse_state(text: str, bad: list[str] | None = None) -> list[StateEntry]:
+    """The entries of the state file; other non-blank lines are skipped (and added to `bad`)."""
     entries: list[StateEntry] = []
     for line in text.splitlines():
-        parts = line.split()
-        if len(parts) not in (2, 5) or not parts[0].isdigit() or not MD_NAME.match(parts[1]):
+        m = _STATE_LINE.fullmatch(line)
+        if m is None:
+            if line.strip() and bad is not None:
+                bad.append(line)
             continue
-        if len(parts) == 2:
-            entries.append(StateEntry(int(parts[0]), parts[1]))
-            continue
-        owner = parts[2] if re.fullmatch(r"[0-9]+@[A-Za-z0-9._-]+", parts[2]) else None
-        size = int(parts[4]) if parts[4].isdigit() else None
-        entries.append(StateEntry(int(parts[0]), parts[1], owner, None if parts[3] == "-" else parts[3], size))
+        g = m.groupdict()
+        owner = g["owner"] if g["owner"] not in (None, "-") else None
+        kind = g["type"] if g["type"] not in (None, "-") else None
+        size = int(g["size"]) if g["size"] not in (None, "-") else None
+        entries.append(StateEntry(int(g["boottime"]), g["md"], owner, kind, size, g["run"], g["controller"], line))
     return entries
 
 
@@ -188,6 +259,7 @@ class Leftover:
     status: str
     owner: str | None
     why: str
+    line: str | None = None  # its state entry, as in the file
 
     @property
     def certain(self) -> bool:
@@ -255,11 +327,12 @@ class BenchSession:
         self.warnings: list[str] = []
         self.interrupted: str | None = None  # an interrupt arrived while cleanup ran
         self.owner = this_owner()
-        self.others: list[StateEntry] = []  # state entries of other runs, kept when we rewrite the file
         self.pending: str | None = None  # explicit unit being created (mdconfig without -L)
         self.sizes: dict[str, int | None] = {}  # bytes of each md we track, for the state file
         self.leftovers_removed: list[str] = []
-        self._state_ours: set[str] = set()  # our units the state file names, as last written
+        self._written: dict[str, str] = {}  # our units the state file names -> the line written for each
+        self._unsure: set[str] = set()  # our lines an interrupted or failed update may have left or not
+        self._reported_bad = False
 
     # -- running commands
     def run(self, step: str, command: str, *, timeout: float | None = 120.0) -> RunResult:
@@ -331,76 +404,135 @@ class BenchSession:
         return parse_mdconfig_list(self.must(step, "mdconfig -l -v").stdout.decode(errors="replace"))
 
     def read_state(self) -> list[StateEntry]:
-        """Every entry of the state file (any boot); [] when it is missing or unreadable."""
+        """Every entry of the state file (any boot); [] when it is missing or unreadable. Lines that
+        are no entry are skipped, and said once (they never block a bench or a cleanup)."""
         res = self.run(ST_LEFTOVERS, f"cat {STATE_FILE}")
         if not res.ok:
             return []
-        return parse_state(res.stdout.decode(errors="replace"))
+        bad: list[str] = []
+        entries = parse_state(res.stdout.decode(errors="replace"), bad)
+        if bad and not self._reported_bad:
+            self._reported_bad = True
+            first = bad[0] if len(bad[0]) <= 60 else bad[0][:57] + "..."
+            self.warnings.append(
+                f"ignored {len(bad)} line(s) of {STATE_FILE} that are no bench entry (the first: {first!r}); "
+                "they are left in the file"
+            )
+        return entries
+
+    def _update_state(self, drop: list[str], add: list[str]) -> bool:
+        """Change the state file in place, in one command under its own lock: remove the lines `drop`
+        (exactly as they are in the file), append `add`. Other runs' lines stay as they are now, not
+        as this run read them earlier: no run ever rewrites another's entry away."""
+        if not drop and not add:
+            return True
+        for line in drop + add:  # one line each, nothing a shell or grep pattern could read otherwise
+            if "\n" in line or "\r" in line or "\0" in line:
+                raise BenchError(ST_STATE, f"refusing to write a state line holding a line break: {line!r}")
+        keep = f"grep -vxF {' '.join('-e ' + shlex.quote(d) for d in drop)}" if drop else "cat --"
+        body = (
+            't=$(mktemp "$S.XXXXXX") || exit 1; trap \'rm -f "$t"\' EXIT; chmod 644 "$t" || exit 1; '
+            f'if [ -f "$S" ]; then {keep} "$S" > "$t"; [ $? -le 1 ] || exit 1; fi; '  # grep -v: 1 = no line left
+            + (f"printf '%s\\n' {' '.join(shlex.quote(a) for a in add)} >> \"$t\" || exit 1; " if add else "")
+            + 'if [ -s "$t" ]; then mv -f "$t" "$S" || exit 1; else rm -f "$S" || exit 1; fi'
+        )
+        cmd = (
+            f"umask 022; S={STATE_FILE}; export S; B={shlex.quote(body)}; "
+            'if command -v lockf >/dev/null 2>&1; then exec lockf -k -t 30 "$S.lock" /bin/sh -c "$B"; '
+            'elif command -v flock >/dev/null 2>&1; then exec flock -w 30 "$S.lock" /bin/sh -c "$B"; '
+            'else exec /bin/sh -c "$B"; fi'
+        )
+        res = self.run(ST_STATE, cmd)
+        if not res.ok:
+            self.warnings.append(
+                f"could not update {STATE_FILE}: {_first_line(res)} (a crash now leaves devices the next run "
+                "cannot attribute)"
+            )
+        return res.ok
 
     def write_state(self) -> None:
-        """Rewrite the state file: other runs' entries that still hold, then ours."""
+        """Bring our entries in the state file up to date (one per md this run tracks, or is about to
+        create); other runs' entries are not touched."""
         if self.boottime is None:
             return  # cannot date our entries; leave others' alone (the label still marks ours)
         ours = [m for m in self.devices.md if m != self.pending]
         if self.pending is not None:
             ours.append(self.pending)
-        mine = set(ours)
-        lines = [e.line() for e in self.others if e.md not in mine]
-        lines += [StateEntry(self.boottime, m, self.owner, "swap", self.sizes.get(m)).line() for m in ours]
-        if lines:
-            body = "".join(f"{line}\\n" for line in lines)
-            cmd = f"umask 022; printf {shlex.quote(body)} > {STATE_FILE}"
-        else:
-            cmd = f"rm -f {STATE_FILE}"
-        res = self.run(ST_STATE, cmd)
-        if res.ok:
-            self._state_ours = mine
-        else:
-            self.warnings.append(
-                f"could not update {STATE_FILE}: {_first_line(res)} (a crash now leaves devices the next run "
-                "cannot attribute)"
-            )
+        want = {
+            m: StateEntry(self.boottime, m, self.owner, "swap", self.sizes.get(m), RUN_ID, controller_id()).line()
+            for m in ours
+        }
+        wanted = set(want.values())
+        drop = {line for m, line in self._written.items() if want.get(m) != line}
+        drop |= {line for line in self._unsure if line not in wanted}
+        add = [line for m, line in want.items() if self._written.get(m) != line or line in self._unsure]
+        drop |= {line for line in add if line in self._unsure}  # maybe there already: once, not twice
+        if not drop and not add:
+            return
+        self._unsure |= drop | set(add)  # until the host says it is done (an interrupt may come first)
+        if self._update_state(sorted(drop), add):
+            self._written = want
+            self._unsure = set()
 
     def find_leftovers(self) -> list[Leftover]:
         """md units an earlier bench left behind, each with whether it may be removed.
 
-        With the label column, only units labelled bsdcrypt-bench count; the state file then
-        only says who owned them. Without it (mdconfig before -L), a state entry counts when it
-        is of this boot and the unit is still a swap md of the recorded size. Entries that no
-        longer hold (other boot, unit gone, unit with another or no label, other type or size)
-        are dropped from the file, and their units are never touched.
+        With the label column, only units labelled bsdcrypt-bench count, and a state entry says
+        whose one is, whatever kern.boottime says now: FreeBSD rewrites kern.boottime at every clock
+        step (kern_tc.c tc_setclock), and a labelled md cannot outlive the boot that made it (the
+        run that makes the first one after a reboot drops the old entries of units that are gone).
+        Without it (mdconfig before -L), an entry counts when the unit is still a swap md of the
+        recorded size, and only when its boot time is this one: one of another boot time (a reboot,
+        or a clock step) is uncertain and refused, never removed. Entries that no longer hold (unit
+        gone, unit with another or no label, other type or size) are dropped from the file, unless
+        their owner still runs here, and their units are never touched. The last entry for a unit
+        wins (the file is appended to).
         """
         rows, label_column = parse_md_rows(self.must(ST_LEFTOVERS, "mdconfig -l -v").stdout.decode(errors="replace"))
         by_name = {r.name: r for r in rows}
-        entries = self.read_state()
+        latest: dict[str, StateEntry] = {}
+        stale: list[str] = []
+        for e in self.read_state():
+            earlier = latest.get(e.md)
+            if earlier is not None and earlier.raw and earlier.raw != e.raw:
+                stale.append(earlier.raw)  # superseded by a later line for the same unit
+            latest[e.md] = e
         claimed: dict[str, StateEntry] = {}
-        kept: list[StateEntry] = []
-        stale = False
-        for e in entries:
-            row = by_name.get(e.md)
-            if self.boottime is None:
-                kept.append(e)  # cannot tell this boot from another: keep, trust nothing
+        uncertain: dict[str, str] = {}
+        for md, e in latest.items():
+            row = by_name.get(md)
+            if row is None or (label_column and row.label != LABEL):
+                if e.owner is None or owner_status(e.owner, e.controller) != "alive":  # a live run's pending unit stays
+                    stale.append(e.raw or e.line())
                 continue
-            ok = e.boottime == self.boottime and row is not None
-            if ok and row is not None:
-                if label_column:
-                    ok = row.label == LABEL
-                else:
-                    ok = row.type in (None, "swap") and e.type in (None, "swap")
-                    if e.size is not None and row.size is not None:
-                        ok = ok and _same_size(row.size, e.size)
-            if ok:
-                claimed[e.md] = e
-                kept.append(e)
+            if label_column:
+                claimed[md] = e
+                continue
+            ok = row.type in (None, "swap") and e.type in (None, "swap")
+            if e.size is not None and row.size is not None:
+                ok = ok and _same_size(row.size, e.size)
+            if not ok:
+                stale.append(e.raw or e.line())
+            elif self.boottime is not None and e.boottime == self.boottime:
+                claimed[md] = e
             else:
-                stale = True
-        self.others = kept
-        candidates = set(claimed) if self.boottime is not None else set()
+                now = "unknown" if self.boottime is None else str(self.boottime)
+                uncertain[md] = (
+                    f"{md} is listed in {STATE_FILE} with boot time {e.boottime}, and kern.boottime is {now} "
+                    "now (a reboot, or a clock step: FreeBSD moves kern.boottime with the clock), and this "
+                    "mdconfig has no labels to tell; if no bsdcrypt bench is running, remove it by hand: "
+                    f"{_by_hand(md)}, then delete its line from {STATE_FILE}"
+                )
+        candidates = set(claimed) | set(uncertain)
         if label_column:
             candidates |= {r.name for r in rows if r.label == LABEL}
-        leftovers = [self._classify(md, claimed.get(md), label_column) for md in candidates]
+        leftovers = [
+            Leftover(md, "unverified", latest[md].owner, uncertain[md]) if md in uncertain
+            else self._classify(md, claimed.get(md), label_column)
+            for md in candidates
+        ]
         if stale:
-            self.write_state()
+            self._update_state(stale, [])
         return sorted(leftovers, key=lambda lo: int(lo.md[2:]))
 
     def _classify(self, md: str, entry: StateEntry | None, label_column: bool) -> Leftover:
@@ -418,29 +550,32 @@ class BenchSession:
                 f"it is a bench md; if no bsdcrypt bench is running, remove it by hand: {_by_hand(md)}",
             )
         who = _owner_text(entry.owner)
-        status = owner_status(entry.owner)
+        status = owner_status(entry.owner, entry.controller)
         if status == "dead":
-            return Leftover(md, status, entry.owner, f"{md} was left by bsdcrypt {who}, which is no longer running")
-        if status == "alive":
-            return Leftover(
-                md, status, entry.owner,
+            why = f"{md} was left by bsdcrypt {who}, which is no longer running"
+        elif status == "alive":
+            why = (
                 f"{md} belongs to a bsdcrypt bench that is still running ({who}); wait for it to finish (two "
-                "benches at once would measure each other)",
+                "benches at once would measure each other)"
             )
-        return Leftover(
-            md, status, entry.owner,
-            f"{md} belongs to a bsdcrypt bench started from {who.split(' on ', 1)[1]} ({who}), which cannot be "
-            f"checked from here; run `bsdcrypt bench --cleanup` there, or if it is no longer running, remove it "
-            f"by hand: {_by_hand(md)}",
-        )
+        else:
+            other = " (another machine of that name)" if who.split(" on ", 1)[1] == controller_name() else ""
+            why = (
+                f"{md} belongs to a bsdcrypt bench started from {who.split(' on ', 1)[1]}{other} ({who}), which "
+                f"cannot be checked from here; run `bsdcrypt bench --cleanup` there, or if it is no longer "
+                f"running, remove it by hand: {_by_hand(md)}"
+            )
+        return Leftover(md, status, entry.owner, why, entry.raw)
 
     def adopt_leftover(self, leftover: Leftover) -> None:
-        """Take a leftover over (with its .eli, if any) so that cleanup() removes it."""
+        """Take a leftover over (with its .eli, if any) so that cleanup() removes it; its state entry
+        goes once it is removed."""
         md = leftover.md
         if not MD_NAME.match(md) or md in self.devices.md:
             return
         self.devices.md.append(md)
-        self.others = [e for e in self.others if e.md != md]
+        if leftover.line:
+            self._written[md] = leftover.line  # ours now: the state bookkeeping drops it with the md
         if self.run(ST_LEFTOVERS, f"test -c /dev/{md}.eli").ok:
             self.devices.eli.append(f"{md}.eli")
 
@@ -561,7 +696,7 @@ class BenchSession:
         """After cleanup: the state file must not name units that are gone (a removal that was
         interrupted, or verified only afterwards), or a later run could take a new md for ours."""
         alive = set(self.devices.md) | ({self.pending} if self.pending else set())
-        if self._state_ours == alive:
+        if set(self._written) == alive and not self._unsure:
             return
         try:
             self.write_state()
