@@ -50,7 +50,12 @@ class Target:
 
     @property
     def known_hosts_name(self) -> str:
-        return known_hosts_name(self.host_key_alias or self.hostname, self.port)
+        """The name known_hosts lines are looked up and added under: `HostKeyAlias` exactly as written
+        (ssh never appends the port to it: sshconnect.c, get_hostfile_hostname_ipaddr), else the host
+        name, as `[host]:port` when the port is not 22."""
+        if self.host_key_alias:
+            return self.host_key_alias
+        return known_hosts_name(self.hostname, self.port)
 
     def identity(self) -> tuple[object, ...]:
         """Everything that decides the connection, for duplicate detection: two hosts-file lines with

@@ -318,11 +318,25 @@ class SSHHost:
                 f"if the change is expected: ssh-keygen -R '{name}')",
             )
         if not t.accept_new:
+            import shlex
+
+            # What makes ssh itself apply the same config (HostKeyAlias, ProxyJump, ProxyCommand...): the
+            # alias as written, the same -F, and -p/user@ only where the host line had them.
+            try:
+                user, alias, port = split_spec(self.spec.removeprefix("ssh://"))
+            except SpecError:
+                user, alias, port = None, self.name, None
+            words = ["ssh"]
+            if self.context.config_path:
+                words += ["-F", os.path.abspath(os.path.expanduser(self.context.config_path))]
+            if port is not None:
+                words += ["-p", str(port)]
+            words.append(f"{user}@{alias}" if user else alias)
             files = ", ".join(t.user_known_hosts[:1]) or "known_hosts"
             raise SSHError(
                 "hostkey-unknown",
-                f"host key of {name} is not in {files} ({fp}); verify it, then add it "
-                f"(`ssh {'' if t.port == 22 else f'-p {t.port} '}{t.hostname}` once, or fleet-audit --accept-new)",
+                f"host key of {name} is not in {files} ({fp}); verify it, then add it: "
+                f"`{shlex.join(words)}` once, or rerun fleet-audit with --accept-new",
             )
         if not t.user_known_hosts:
             raise SSHError("config", "--accept-new needs a UserKnownHostsFile to write to")

@@ -143,7 +143,9 @@ def test_every_faulty_host_is_a_row_with_its_reason(
     assert "HOST KEY CHANGED" in changed and "SHA256:" in changed
     unknown = hosts[loopback_fleet.spec("127.2.0.6")]["fleet"]["error"]
     assert "--accept-new" in unknown and "SHA256:" in unknown
-    assert "`ssh -p " in unknown and " 127.2.0.6` once" in unknown  # a command that works as typed
+    fl = loopback_fleet.fleet
+    # a command that works as typed: the same -F, and -p/user@ as the hosts file line had them
+    assert f"add it: `ssh -F {fl.ssh_config} -p {fl.port} {fl.user}@127.2.0.6` once, or rerun" in unknown, unknown
     assert "cut off" in hosts[loopback_fleet.spec("127.2.0.3")]["fleet"]["error"]
 
 
@@ -381,3 +383,45 @@ def test_output_into_a_missing_folder_fails_before_the_audit(loopback_fleet: Fle
         assert run.stderr.count("\n") == 1 and why in run.stderr and "Traceback" not in run.stderr
     time.sleep(0.3)
     assert sum(fl.counts(mark)[0].values()) == 0  # no host was contacted
+
+
+def _ssh(cfg: Path, alias: str, strict: str) -> Proc:
+    """The real OpenSSH client running the probe's exec on a fake host (numeric HostName: nothing resolved)."""
+    return subprocess.run(
+        ["ssh", "-F", str(cfg), "-o", "BatchMode=yes", "-o", f"StrictHostKeyChecking={strict}", alias, "/bin/sh -s"],
+        input="T=x\n", capture_output=True, text=True, timeout=60, check=False,
+        env={k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"},
+    )
+
+
+def test_host_key_alias_is_read_and_written_as_ssh_does(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
+    """HostKeyAlias on a port other than 22: known_hosts has the alias as written, no [alias]:port (what
+    ssh reads and writes). bsdcrypt --accept-new writes what ssh then accepts strictly, and the other way."""
+    if shutil.which("ssh") is None:
+        pytest.skip("the OpenSSH client is not installed")
+    fl = loopback_fleet.fleet
+    a, b = list(loopback_fleet.healthy)[8:10]
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        f"Host fw-a\n    HostName {a}\n    Port {fl.port}\n    HostKeyAlias fwkey-a\n"
+        f"Host fw-b\n    HostName {b}\n    Port {fl.port}\n    HostKeyAlias fwkey-b\n\n"
+        + fl.ssh_config.read_text().replace(str(fl.known_hosts), str(kh))
+    )
+    hosts = tmp_path / "h.txt"
+    hosts.write_text("fw-a\n")
+    strict = bsdcrypt("fleet-audit", str(hosts), "-F", str(cfg), "-f", "json", "-q")
+    row = json.loads(strict.stdout)["hosts"][0]["fleet"]
+    assert row["error_kind"] == "hostkey-unknown" and "host key of fwkey-a is not in" in row["error"], row
+    assert f"`ssh -F {cfg} fw-a` once" in row["error"]  # ssh applies the alias's HostKeyAlias itself
+    added = bsdcrypt("fleet-audit", str(hosts), "-F", str(cfg), "--accept-new", "-f", "json", "-q")
+    assert json.loads(added.stdout)["hosts"][0]["fleet"]["error"] is None, added.stdout
+    assert [ln.split()[0] for ln in kh.read_text().splitlines()] == ["fwkey-a"]
+    ssh = _ssh(cfg, "fw-a", "yes")
+    assert ssh.returncode == 0, ssh.stderr
+    ssh = _ssh(cfg, "fw-b", "accept-new")
+    assert ssh.returncode == 0 and "Permanently added 'fwkey-b'" in ssh.stderr, ssh.stderr
+    hosts.write_text("fw-b\n")
+    again = bsdcrypt("fleet-audit", str(hosts), "-F", str(cfg), "-f", "json", "-q")
+    assert json.loads(again.stdout)["hosts"][0]["fleet"]["error"] is None, again.stdout

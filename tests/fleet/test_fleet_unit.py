@@ -217,7 +217,7 @@ def test_ssh_config_is_honoured(tmp_path: Path) -> None:
     assert (t.hostname, t.user, t.port, t.connect_timeout) == ("192.0.2.7", "admin", 2200, 7.0)
     assert t.identity_files == [str(Path("~/.ssh/fw_admin").expanduser())]
     assert t.proxy_jump == "jump@bastion.example:22"
-    assert t.known_hosts_name == "[fw-key]:2200"
+    assert t.known_hosts_name == "fw-key"  # as ssh: the alias without the port
     assert t.user_known_hosts == [str(Path("~/kh1").expanduser()), str(Path("~/kh2").expanduser())]
     assert t.accept_new is False
     override = ctx.target("fw", user="root", port=22)

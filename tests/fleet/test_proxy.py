@@ -157,7 +157,9 @@ def test_what_a_proxy_command_left_behind_is_killed(tmp_path: Path, leader: str)
     cfg = _config(tmp_path, f"Host gw-*\n    HostName 127.0.0.1\n    ProxyCommand {command}\n")
     run = run_fleet(parse_hosts("root@gw-1\n", "h").entries, FleetOptions(timeout=1.5, ssh_config=str(cfg)))
     r = run.results[0]
-    assert r.error_kind == ("timeout" if leader == "exits" else "proxy"), r.error
+    # a timeout (the child holds the output open) or a proxy row (the input has no reader left: sh gives a
+    # background job /dev/null as its stdin), depending on who is first; the point is what is left after
+    assert r.error_kind in ("timeout", "proxy"), r.error
     assert wait_until(pidfile.exists, 5)
     child = int(pidfile.read_text())
     assert wait_until(lambda: not alive(child), 5), f"the ProxyCommand's child {child} survived"
