@@ -36,3 +36,16 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None 
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise BsdcryptError(f"cannot write {target}: {exc.strerror}") from exc
+
+
+def check_output_path(output: str) -> None:
+    """-o FILE must be writable before the work that fills it is done (a fleet audit, a bench): its
+    folder exists and can take a new file. BsdcryptError (one line) otherwise."""
+    target = os.path.realpath(output)  # the report is written through a symlink
+    folder = os.path.dirname(target) or "."
+    if os.path.isdir(target):
+        raise BsdcryptError(f"cannot write the report to {output}: it is a folder")
+    if not os.path.isdir(folder):
+        raise BsdcryptError(f"cannot write the report to {output}: there is no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BsdcryptError(f"cannot write the report to {output}: folder {folder} is not writable")

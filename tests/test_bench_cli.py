@@ -233,3 +233,45 @@ def test_host_help_names_user_and_ssh() -> None:
     assert res.exit_code == 0
     text = " ".join(res.stdout.split())
     assert "local (default), or [user@]host[:port] over SSH (a recording cannot run a bench)" in text
+
+
+@pytest.mark.parametrize("where", ["nodir/report.json", "isdir"])
+def test_output_is_checked_before_the_bench_runs(host: ScriptedHost, tmp_path: Path, where: str) -> None:
+    (tmp_path / "isdir").mkdir()
+    out = tmp_path / where
+    for extra in ([], ["--cleanup"], ["--userland"]):
+        res = runner.invoke(app, ["bench", "--no-save", "-f", "json", "-o", str(out), *extra])
+        assert res.exit_code == 3, res.output
+        assert res.stderr.startswith(f"bsdcrypt: cannot write the report to {out}: ") and res.stderr.count("\n") == 1
+    assert host.commands == []  # nothing ran: no fio run wasted
+
+
+def test_cleanup_json_and_yaml_say_what_was_removed_and_left_alone(host: ScriptedHost, tmp_path: Path) -> None:
+    import os
+
+    from bsdcrypt.bench.session import controller_name
+
+    host.md["md1"] = Md("swap", "1024m", LABEL)
+    host.md["md2"] = Md("swap", "1024m", LABEL)
+    host.state_file = f"1732000000 md2 {os.getppid()}@{controller_name()} swap 1073741824\n"
+    res = runner.invoke(app, ["bench", "--cleanup", "-f", "json"])
+    assert res.exit_code == 3, res.output  # something was left alone
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "bsdcrypt-bench-cleanup" and doc["ok"] is False
+    assert doc["removed"] == ["md1"] and doc["failed"] == []
+    assert [d["device"] for d in doc["left_alone"]] == ["md2"] and "still running" in doc["left_alone"][0]["why"]
+    out = tmp_path / "cleanup.yaml"
+    res = runner.invoke(app, ["bench", "--cleanup", "-f", "yaml", "-o", str(out)])
+    assert res.exit_code == 3 and res.stdout == ""
+    assert yaml.safe_load(out.read_text())["removed"] == []
+    text = tmp_path / "cleanup.txt"
+    host.state_file = None
+    res = runner.invoke(app, ["bench", "--cleanup", "-o", str(text)])
+    assert res.exit_code == 0, res.output
+    assert text.read_text() == "cleanup removed md2\n" and res.stdout == ""
+
+
+def test_cleanup_has_no_prometheus_metrics(host: ScriptedHost) -> None:
+    res = runner.invoke(app, ["bench", "--cleanup", "-f", "prometheus"])
+    assert res.exit_code == 3 and "--cleanup has no Prometheus metrics" in res.stderr
+    assert host.commands == []

@@ -153,6 +153,18 @@ def _facts_for(host: Host) -> HostFacts | None:
         return None
 
 
+def cleanup_document(report: Any) -> dict[str, Any]:
+    """`bench --cleanup -f json|yaml`: what was removed, what could not be, what was left alone and why."""
+    return {
+        "kind": "bsdcrypt-bench-cleanup",
+        "ok": report.ok,
+        "removed": list(report.removed),
+        "failed": [{"device": dev, "why": why} for dev, why in report.failed],
+        "left_alone": [{"device": dev, "why": why} for dev, why in report.refused],
+        "summary": report.summary(),
+    }
+
+
 def _dump(data: Any, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
@@ -324,7 +336,11 @@ def register(app: typer.Typer) -> None:
         ] = False,
         cleanup: Annotated[
             bool,
-            typer.Option("--cleanup", help="Only remove md/GELI devices an interrupted bench left."),
+            typer.Option(
+                "--cleanup",
+                help="Only remove md/GELI devices an interrupted bench left (-f json|yaml: a document of "
+                "what was removed and left alone).",
+            ),
         ] = False,
         save: Annotated[
             str,
@@ -355,8 +371,18 @@ def register(app: typer.Typer) -> None:
             fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
         if userland and fmt == "prometheus":
             fail("--userland has no Prometheus metrics; use --format json or yaml")
+        if cleanup and fmt == "prometheus":
+            fail("--cleanup has no Prometheus metrics; use --format table, json or yaml")
         if host.startswith("replay:"):
             fail("bench measures a live host (local or over SSH); a recording cannot run commands")
+        if output is not None and output != "-":
+            from bsdcrypt.errors import BsdcryptError
+            from bsdcrypt.fsutil import check_output_path
+
+            try:
+                check_output_path(output)  # before the bench runs, not after every fio run is done
+            except BsdcryptError as exc:
+                fail(str(exc))
         h = parse_host_spec(host)
         progress = (lambda msg: typer.echo(f"  {msg}", err=True)) if fmt == "table" else None
         try:
@@ -383,9 +409,14 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(0)
             if cleanup:
                 report = engine.cleanup_leftovers(h, progress)
+                if fmt in ("json", "yaml"):
+                    write_report(_dump(cleanup_document(report), fmt), output)
+                elif output is not None and output != "-":
+                    write_report(report.summary() + "\n", output)
                 if not report.ok:
                     fail(report.summary())
-                typer.echo(report.summary())
+                if fmt == "table" and (output is None or output == "-"):
+                    typer.echo(report.summary())
                 raise typer.Exit(0)
             params = BenchParams(
                 size_mib=size,

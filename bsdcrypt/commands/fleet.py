@@ -90,7 +90,9 @@ def _fleet_audit(
         base_dir = os.path.dirname(os.path.abspath(hosts_file))
     entries = read_hosts(text, hosts_file, base_dir)
     if output is not None and output != "-":
-        _check_output(output)  # before the audit, not after it
+        from bsdcrypt.fsutil import check_output_path
+
+        check_output_path(output)  # before the audit, not after it
     options = fleet.FleetOptions(
         parallel=parallel or fleet.default_parallel(),
         timeout=timeout,
@@ -117,20 +119,6 @@ def _fleet_audit(
         if not quiet:
             typer.echo(f"bsdcrypt: wrote {fmt} report on {len(run.results)} hosts to {output}", err=True)
     return run.exit_code
-
-
-def _check_output(output: str) -> None:
-    """-o FILE must be writable before hosts are audited: its folder exists and can take a new file."""
-    from bsdcrypt.errors import BsdcryptError
-
-    target = os.path.realpath(output)  # the report is written through a symlink
-    folder = os.path.dirname(target) or "."
-    if os.path.isdir(target):
-        raise BsdcryptError(f"cannot write the report to {output}: it is a folder")
-    if not os.path.isdir(folder):
-        raise BsdcryptError(f"cannot write the report to {output}: there is no folder {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BsdcryptError(f"cannot write the report to {output}: folder {folder} is not writable")
 
 
 def register(app: typer.Typer) -> None:
