@@ -109,7 +109,10 @@ def read_config(path: str, user_config: bool = True) -> str:
     from /etc/ssh for the system one; the matches are read in lexical order; a pattern matching
     nothing is skipped. Include may sit inside a Host or Match block: the included file then applies
     only when that block does (its own Host/Match blocks apply when both match), and after it the
-    including block goes on. Includes nest at most 16 deep (OpenSSH's limit).
+    including block goes on. Includes nest at most 16 deep (OpenSSH's limit). As in readconf.c, a
+    match that cannot be opened because it does not exist (a dangling symlink) is skipped; any other
+    error stops. Files are bytes to ssh: text that is not UTF-8 (a Latin-1 comment) is read with
+    surrogateescape, so every byte survives into the values (`ssh -G` prints them unchanged).
 
     The expanded text is flat: an included Host/Match block under an outer one becomes one `Match`
     line with both conditions (`Host` patterns as `originalhost`, which is what Host matches), and
@@ -120,12 +123,18 @@ def read_config(path: str, user_config: bool = True) -> str:
     return "\n".join(_expand(path, user_config, [], 0)) + "\n"
 
 
-def _read_text(path: str, where: str) -> str:
+def _read_text(path: str, where: str, missing_ok: bool = False) -> str | None:
+    """The text of a config file, every byte kept (surrogateescape); None if it does not exist and
+    `missing_ok` (an Include's match: ssh skips ENOENT there)."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
             return fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or str(exc)
+    except FileNotFoundError as exc:
+        if missing_ok:
+            return None
+        raise SSHError("config", f"cannot read ssh config {path}{where}: {exc.strerror}") from exc
+    except OSError as exc:
+        why = exc.strerror or str(exc)
         raise SSHError("config", f"cannot read ssh config {path}{where}: {why}") from exc
 
 
@@ -133,7 +142,9 @@ def _expand(path: str, user_config: bool, outer: list[Clause], depth: int, where
     if depth > INCLUDE_MAX_DEPTH:
         raise SSHError("config", f"ssh config includes nested more than {INCLUDE_MAX_DEPTH} deep{where} "
                        "(an Include loop?)")
-    text = _read_text(path, where)
+    text = _read_text(path, where, missing_ok=depth > 0)
+    if text is None:  # an Include's match that does not exist (a dangling symlink): skipped, as ssh does
+        return []
     if depth == 0 and "include" not in text.lower():
         return text.splitlines()
     out: list[str] = []

@@ -81,7 +81,7 @@ class KnownHosts:
                 return
             self._loaded.add(path)
             try:
-                text = Path(path).read_text(encoding="utf-8", errors="replace")
+                text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")  # bytes kept
             except FileNotFoundError:
                 return
             except OSError as exc:
@@ -129,7 +129,7 @@ class KnownHosts:
         name = name.lower()
         found = list(self._exact.get(name, ()))
         if self._hashed:
-            encoded = name.encode()
+            encoded = name.encode("utf-8", "surrogateescape")
             found += [
                 e.key for e in self._hashed if hmac.digest(e.salt, encoded, "sha1") == e.digest
             ]
@@ -140,7 +140,7 @@ class KnownHosts:
         """Append a key (accept-new); the in-memory index learns it too."""
         if hashed:
             salt = os.urandom(20)
-            digest = hmac.digest(salt, name.encode(), "sha1")
+            digest = hmac.digest(salt, name.encode("utf-8", "surrogateescape"), "sha1")
             host_field = f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
         else:
             host_field = name
@@ -149,7 +149,7 @@ class KnownHosts:
             target = Path(path)
             try:
                 target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                with target.open("a", encoding="utf-8") as fh:
+                with target.open("a", encoding="utf-8", errors="surrogateescape") as fh:
                     fh.write(line)
             except OSError as exc:
                 raise SSHError("config", f"cannot add the host key to {path}: {exc.strerror}") from exc

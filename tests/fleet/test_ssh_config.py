@@ -201,3 +201,60 @@ def test_a_hanging_proxy_command_times_out_without_spinning(tmp_path: Path) -> N
     assert kind == "timeout", error
     assert "through the ProxyCommand" in error and "dialing 127.0.0.1" in error
     assert cpu < 1.0, f"{cpu:.2f}s of CPU while waiting 2 s (a busy loop?)"
+
+
+def _odd_includes(home: Path) -> Path:
+    """An Include glob matching a dangling symlink, and an included file that is Latin-1, not UTF-8."""
+    conf_d = home / ".ssh" / "conf.d"
+    conf_d.mkdir(parents=True, exist_ok=True)
+    (conf_d / "00-dangling.conf").symlink_to(home / "no-such-file.conf")
+    (conf_d / "10-latin1.conf").write_bytes(
+        b"# caf\xe9 du coin: not UTF-8\nHost lat\n    Port 2345\n    HostKeyAlias k\xe9y\n"
+    )
+    return _write(home / ".ssh" / "config", "Include conf.d/*.conf\nHost *\n    Port 2299\n")
+
+
+def test_include_skips_dangling_matches_and_keeps_non_utf8_bytes(home: Path) -> None:
+    from bsdcrypt.ssh import SSHContext
+
+    ctx = SSHContext(str(_odd_includes(home)))
+    lat = ctx.target("lat")
+    assert lat.port == 2345
+    assert lat.host_key_alias is not None
+    assert lat.host_key_alias.encode("utf-8", "surrogateescape") == b"k\xe9y"
+    assert ctx.target("other").port == 2299
+    # a config file given by name must still exist
+    from bsdcrypt.ssh import SSHError
+
+    with pytest.raises(SSHError, match="no ssh config file"):
+        SSHContext(str(home / "no-such-file.conf"))
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None or shutil.which("unshare") is None or os.geteuid() != 0,
+                    reason="needs the OpenSSH client and root for `unshare -n` (no name may be resolved)")
+def test_odd_includes_read_like_openssh(home: Path) -> None:
+    config = _odd_includes(home)
+    proc = subprocess.run(
+        ["unshare", "-n", "ssh", "-G", "-F", str(config), "lat"],
+        capture_output=True, env={**os.environ, "HOME": str(home)}, timeout=30, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    g = dict(line.split(b" ", 1) for line in proc.stdout.splitlines() if b" " in line)
+    assert (g[b"port"], g[b"hostkeyalias"]) == (b"2345", b"k\xe9y")
+
+
+def test_known_hosts_keeps_non_utf8_names(tmp_path: Path) -> None:
+    """A HostKeyAlias from a Latin-1 config is a name of bytes: added (plain and hashed) and found again,
+    byte for byte, in a fresh read of the file."""
+    from bsdcrypt.ssh import KnownHosts
+
+    name = b"k\xe9y".decode("utf-8", "surrogateescape")
+    blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + bytes(32)
+    for hashed in (False, True):
+        path = tmp_path / f"kh-{hashed}"
+        KnownHosts().add(str(path), name, "ssh-ed25519", blob, hashed)
+        fresh = KnownHosts()
+        fresh.load(str(path))
+        assert [k.blob for k in fresh.lookup(name)] == [blob]
+        if not hashed:
+            assert path.read_bytes().startswith(b"k\xe9y ssh-ed25519 ")
