@@ -1,9 +1,9 @@
 """The act seam: perform a Plan on a Host, through `host.run` only (local, replay-refusing, SSH alike).
 
-* kldload with its errors translated (the strings are kldload.c's, see freebsd-facts §3.3);
+* kldload with its errors translated (the strings are sbin/kldload/kldload.c's);
 * verification through `sysctl -n dev.<driver>.0.%desc`;
-* the safe write: ONE POSIX sh snippet per file, content on stdin (see `write_script` and
-  docs/enable.md for every step and why).
+* the safe write: ONE POSIX sh snippet per file, run as `/bin/sh -s` with the new content spelled
+  inside it (see `write_script` and docs/enable.md for every step and why).
 """
 
 from __future__ import annotations
