@@ -8,7 +8,12 @@ Time is bounded: every host has a deadline (`timeout`, covering connect, authent
 the probe). SSHHost honours it in each wait; a watchdog aborts a host that overruns it and,
 should a worker still be stuck (e.g. inside the system resolver), gives the host up as timed
 out after a short grace and starts a fresh worker. So the wall time is at most about
-ceil(hosts / parallel) * (timeout + grace).
+ceil(hosts / parallel) * (timeout + grace). That includes the ssh config lookup of each host
+(a `Match exec` command may be slow or hang): it is done by the host's worker, under its deadline,
+and duplicates are recognised there as their lookups finish (`run_fleet(dedupe=True)`).
+
+Ctrl-C and SIGTERM (the CLI turns it into `FleetInterrupted`) abort every host in flight, let the
+workers close them, and kill the process group of every ProxyCommand still running.
 
 paramiko is imported only if the fleet has SSH entries (replay-only fleets never load it).
 """
@@ -22,10 +27,12 @@ import os
 import queue
 import re
 import resource
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,7 +40,7 @@ from typing import Any, TextIO
 from bsdcrypt import verbose
 from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
 from bsdcrypt.host import Host, RunResult
-from bsdcrypt.hostsfile import HostEntry
+from bsdcrypt.hostsfile import Duplicate, HostEntry
 from bsdcrypt.probe import PROBE_MAGIC
 from bsdcrypt.status import EXIT_CODES, Finding, Status, error_status, worst_verdict
 
@@ -138,6 +145,39 @@ class _CutOff(ProbeError):
     pass
 
 
+class _Duplicate(Exception):
+    """Raised in a worker once a host's ssh config is known: an earlier-resolved line makes the same
+    connection. `first` is that line's index in the run."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(first)
+        self.first = first
+
+
+class FleetInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a fleet run; raised by run_fleet once the hosts in flight were aborted
+    and their ProxyCommands killed, with what the run had got to."""
+
+    def __init__(self, signame: str = "SIGINT") -> None:
+        super().__init__(signame)
+        self.signame = signame
+        self.counted = False  # set by run_fleet: the interrupt came while hosts were being audited
+        self.done = 0
+        self.in_flight = 0
+        self.not_started = 0
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, as a shell reports a command killed by it: 130 (SIGINT), 143 (SIGTERM)."""
+        return 128 + int(signal.Signals[self.signame])
+
+    def describe(self) -> str:
+        if not self.counted:
+            return f"interrupted by {self.signame}"
+        return (f"interrupted by {self.signame}: {self.done} host{'' if self.done == 1 else 's'} done, "
+                f"{self.in_flight} in flight aborted, {self.not_started} not started")
+
+
 # ---------------------------------------------------------------------------- assessment seam
 
 
@@ -190,25 +230,27 @@ class Auditor:
                 if strict:
                     raise
 
-    def identity(self, entry: HostEntry) -> tuple[object, ...]:
-        """What makes two hosts-file lines the same host, for duplicate detection: only what is certain.
-
-        A replay entry is its recording's resolved file (`replay:a.yaml` and `replay:../x/a.yaml` may
-        be one file). An SSH line is everything the ssh config makes of it (host name, port, user,
-        proxy, keys, known_hosts...): `fw1` and `fw1:22` are one host unless the config gives `fw1`
-        another Port; `fw1` and `root@fw1` are one when the config's (or the local) user is root.
-        Two aliases of one address are not merged unless every setting agrees. A line whose config
-        lookup fails is compared as written (its row will say why).
-        """
+    def quick_identity(self, entry: HostEntry) -> Hashable:
+        """What makes two hosts-file lines the same host before anything is looked up (no ssh config:
+        a `Match exec` may take long, see `host_identity`): a replay entry is its recording's resolved
+        file (`replay:a.yaml` and `replay:../x/a.yaml` may be one file), an SSH line its text (user,
+        host name without case, port)."""
         if entry.replay is not None:
             try:
                 return ("replay", os.path.realpath(replay_path(entry)))
             except (BsdcryptError, OSError):
                 return entry.key
-        try:
-            target = self.ssh_context().target(entry.host, entry.user, entry.port)
-        except BsdcryptError:
-            return entry.key
+        return entry.key
+
+    def host_identity(self, entry: HostEntry, host: Host) -> Hashable | None:
+        """An SSH host's identity once its worker has looked its config up: everything the ssh config
+        makes of the line (host name, port, user, proxy, keys, known_hosts...), so `fw1` and `fw1:22`
+        are one host unless the config gives `fw1` another Port, and `fw1` and `root@fw1` are one when
+        the config's (or the local) user is root; two aliases of one address are one only if every
+        setting agrees. None for anything else (replays were compared by quick_identity)."""
+        target = getattr(host, "target", None)
+        if entry.replay is not None or target is None:
+            return None
         return ("ssh", *target.identity())
 
     def make_host(self, entry: HostEntry) -> Host:
@@ -237,6 +279,8 @@ class Auditor:
                 on_host(host)
             status = _status_of(_ProbeGuard(verbose.wrap(host)), self.options.timeout)
             return HostResult(entry, status, time.monotonic() - start)
+        except _Duplicate:
+            raise
         except _CutOff as exc:
             kind, reason = "cut-off", str(exc)
         except ProbeError as exc:
@@ -373,89 +417,213 @@ class FleetRun:
         return sum(1 for r in self.results if r.error is not None)
 
 
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """While an interrupted run cleans up (GRACE seconds at most), a second Ctrl-C or SIGTERM must not cut
+    the cleanup short: they are ignored meanwhile."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _duplicate_notes(entries: Sequence[HostEntry], dup_of: dict[int, int]) -> list[str]:
+    """One note per audited line that had duplicates, in line order; `dup_of` maps a duplicate's index
+    to the index of the line it is a duplicate of (which may be a duplicate itself)."""
+    groups: dict[int, Duplicate] = {}
+    for i in sorted(dup_of):
+        root = dup_of[i]
+        while root in dup_of:
+            root = dup_of[root]
+        first = entries[root]
+        dup = groups.setdefault(root, Duplicate(first.spec, first.source))
+        dup.others.append(entries[i].source)
+        dup.other_specs.append(entries[i].spec)
+    return [str(groups[root]) for root in sorted(groups)]
+
+
 def run_fleet(
     entries: Sequence[HostEntry],
     options: FleetOptions,
     progress: Progress | None = None,
     auditor: Auditor | None = None,
+    dedupe: bool = False,
 ) -> FleetRun:
-    """Audit every entry; returns one result per entry, in input order."""
+    """Audit every entry; returns one result per entry, in input order.
+
+    With `dedupe`, a host listed twice is audited once and `FleetRun.duplicates` says so: lines equal
+    as written and replays of one file at once, lines that ssh config makes one connection in the
+    workers, as each host's config lookup finishes under its deadline (the line whose lookup ends
+    first is audited: in practice the first one). Duplicates have no row.
+    """
     started = time.monotonic()
-    total = len(entries)
     auditor = auditor or Auditor(options)
     auditor.prepare(entries)  # before the first deadline starts (the CLI has done it already)
+    dup_of: dict[int, int] = {}  # index of a duplicate -> index of the line it duplicates
+    order = list(range(len(entries)))
+    if dedupe:
+        seen: dict[Hashable, int] = {}
+        for i, entry in enumerate(entries):
+            first = seen.setdefault(auditor.quick_identity(entry), i)
+            if first != i:
+                dup_of[i] = first
+        order = [i for i in order if i not in dup_of]
+    total = len(order)
+    if progress is not None:
+        progress.total = total
     parallel = fd_limit_parallel(max(1, min(options.parallel, total or 1)))
-    results: list[HostResult | None] = [None] * total
+    results: dict[int, HostResult] = {}
     running: dict[int, _Running] = {}
+    claims: dict[Hashable, int] = {}  # ssh identity -> the line audited for it
     lock = threading.Lock()
-    next_index = iter(range(total))
-    done_q: queue.SimpleQueue[tuple[int, HostResult]] = queue.SimpleQueue()
+    stopping = threading.Event()
+    next_index = iter(order)
+    done_q: queue.SimpleQueue[tuple[int, HostResult | _Duplicate]] = queue.SimpleQueue()
+    threads: list[threading.Thread] = []
 
     def worker() -> None:
         while True:
             with lock:
-                i = next(next_index, None)
+                i = None if stopping.is_set() else next(next_index, None)
                 if i is None:
                     return
                 now = time.monotonic()
                 slot = _Running(now, now + options.timeout)
                 running[i] = slot
 
-            def on_host(host: Host, slot: _Running = slot) -> None:
+            def on_host(host: Host, slot: _Running = slot, i: int = i) -> None:
                 slot.host = host
+                if dedupe:  # the config is known now: the same connection as a line already under way?
+                    ident = auditor.host_identity(entries[i], host)
+                    if ident is not None:
+                        with lock:
+                            first = claims.setdefault(ident, i)
+                        if first != i:
+                            host.close()
+                            raise _Duplicate(first)
                 if slot.aborted and hasattr(host, "abort"):
                     host.abort()
 
-            res = auditor.audit(entries[i], on_host)
+            try:
+                res: HostResult | _Duplicate = auditor.audit(entries[i], on_host)
+            except _Duplicate as dup:
+                res = dup
             done_q.put((i, res))
 
     def spawn() -> None:
-        threading.Thread(target=worker, name="fleet-worker", daemon=True).start()
+        t = threading.Thread(target=worker, name="fleet-worker", daemon=True)
+        threads.append(t)
+        t.start()
 
-    for _ in range(min(parallel, total)):
-        spawn()
-    done = failed = 0
-    while done < total:
-        try:
-            i, res = done_q.get(timeout=0.1)
-        except queue.Empty:
-            i, res = -1, None
-        if res is not None and results[i] is None:
-            with lock:
-                running.pop(i, None)
-            results[i] = res
-            done += 1
-            failed += res.error is not None
-            if progress:
-                progress.update(done, failed)
-        now = time.monotonic()
-        with lock:
-            overdue = [(j, s) for j, s in running.items() if now >= s.deadline]
-        for j, slot in overdue:
-            if not slot.aborted:
-                slot.aborted = True
-                if slot.host is not None and hasattr(slot.host, "abort"):
-                    slot.host.abort()
-            elif now >= slot.deadline + GRACE and results[j] is None:
-                # The worker is stuck beyond the abort (e.g. in getaddrinfo):
-                # give the host up and replace the worker.
-                entry = entries[j]
-                reason = f"timed out after {options.timeout:g}s (the host did not give up when aborted)"
-                results[j] = HostResult(entry, failed_status(entry, "timeout", reason), now - slot.started,
-                                        reason, "timeout")
+    done = failed = given_up = 0
+    try:
+        for _ in range(min(parallel, total)):
+            spawn()
+        while done < total:
+            try:
+                i, res = done_q.get(timeout=0.1)
+            except queue.Empty:
+                i, res = -1, None
+            if res is not None and i not in results and i not in dup_of:
                 with lock:
-                    running.pop(j, None)
+                    running.pop(i, None)
+                if isinstance(res, _Duplicate):
+                    dup_of[i] = res.first
+                else:
+                    results[i] = res
+                    failed += res.error is not None
                 done += 1
-                failed += 1
                 if progress:
                     progress.update(done, failed)
-                spawn()
-        if progress:
-            progress.tick()
+            now = time.monotonic()
+            with lock:
+                overdue = [(j, s) for j, s in running.items() if now >= s.deadline]
+            for j, slot in overdue:
+                if not slot.aborted:
+                    slot.aborted = True
+                    if slot.host is not None and hasattr(slot.host, "abort"):
+                        slot.host.abort()
+                elif now >= slot.deadline + GRACE and j not in results:
+                    # The worker is stuck beyond the abort (e.g. in getaddrinfo or a Match exec):
+                    # give the host up and replace the worker.
+                    entry = entries[j]
+                    reason = f"timed out after {options.timeout:g}s (the host did not give up when aborted)"
+                    results[j] = HostResult(entry, failed_status(entry, "timeout", reason), now - slot.started,
+                                            reason, "timeout")
+                    with lock:
+                        running.pop(j, None)
+                    done += 1
+                    failed += 1
+                    given_up += 1
+                    if progress:
+                        progress.update(done, failed)
+                    spawn()
+            if progress:
+                progress.tick()
+    except BaseException as exc:
+        with _signals_ignored():
+            in_flight = _stop(stopping, lock, running, threads)
+            if progress:
+                progress.finish()
+        if isinstance(exc, KeyboardInterrupt):
+            interrupted = exc if isinstance(exc, FleetInterrupted) else FleetInterrupted("SIGINT")
+            interrupted.counted, interrupted.done, interrupted.in_flight = True, done, in_flight
+            interrupted.not_started = max(0, total - done - in_flight)
+            if interrupted is exc:
+                raise
+            raise interrupted from None
+        raise
+    if given_up:  # their workers are stuck: what they started must not outlive the run
+        _sweep()
     if progress:
         progress.finish()
-    final = [r for r in results if r is not None]
-    return FleetRun(final, time.monotonic() - started, parallel, options.timeout)
+    final = [results[i] for i in sorted(results)]
+    run = FleetRun(final, time.monotonic() - started, parallel, options.timeout)
+    run.duplicates = _duplicate_notes(entries, dup_of)
+    return run
+
+
+def _stop(
+    stopping: threading.Event, lock: threading.Lock, running: dict[int, _Running], threads: list[threading.Thread]
+) -> int:
+    """An interrupted run: no new host starts, every host in flight is aborted (its ProxyCommand's process
+    group killed), the workers get GRACE seconds to close them, then any ProxyCommand still alive is
+    killed. Returns how many hosts were in flight."""
+    stopping.set()
+    held = lock.acquire(timeout=1.0)  # not forever: the interrupt may have hit the main thread holding it
+    try:
+        slots = list(running.values())
+    finally:
+        if held:
+            lock.release()
+    for slot in slots:
+        slot.aborted = True  # a worker that has not made its host yet aborts it in on_host
+        if slot.host is not None and hasattr(slot.host, "abort"):
+            try:
+                slot.host.abort()
+            except Exception:
+                pass
+    end = time.monotonic() + GRACE
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
+    _sweep()
+    return len(slots)
+
+
+def _sweep() -> None:
+    """Kill what hosts that were given up or interrupted may have left running: ProxyCommands (their
+    process groups) and `Match exec` commands."""
+    proxy = sys.modules.get("bsdcrypt.ssh.proxy")  # loaded only if a host used SSH
+    if proxy is not None:
+        proxy.kill_all()
+    config = sys.modules.get("bsdcrypt.ssh.config")
+    if config is not None:
+        config.kill_match_execs()
 
 
 # ---------------------------------------------------------------------------- rendering

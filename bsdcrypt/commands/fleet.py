@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from typing import Annotated
 
 import typer
@@ -48,10 +50,19 @@ def fleet_audit(
     Exit status: the worst host's (0 OK, 1 warning, 2 critical, 3 unknown or unreachable).
     """
     from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.fleet import FleetInterrupted
     from bsdcrypt.hostsfile import HostsFileError
 
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise FleetInterrupted("SIGTERM")  # like Ctrl-C: hosts aborted, ProxyCommands killed, exit 143
+
+    main = threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
+    old_sigterm = signal.signal(signal.SIGTERM, on_sigterm) if main else None
     try:
         code = _fleet_audit(hosts_file, parallel, timeout, ssh_config, accept_new, fmt, output, quiet)
+    except FleetInterrupted as exc:  # Ctrl-C or SIGTERM: no report; what the run had got to
+        typer.echo(f"bsdcrypt: fleet-audit {exc.describe()}; no report written", err=True)
+        raise typer.Exit(exc.exit_code) from None
     except HostsFileError as exc:  # bad lines: one line each, FILE:LINE: problem
         for line in exc.lines:
             typer.echo(line, err=True)
@@ -59,6 +70,9 @@ def fleet_audit(
     except BsdcryptError as exc:  # a bad ssh config, an unwritable -o: one line, exit 3
         typer.echo(f"bsdcrypt: {exc}", err=True)
         raise typer.Exit(3) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, old_sigterm)
     raise typer.Exit(code)
 
 
@@ -74,7 +88,7 @@ def _fleet_audit(
 ) -> int:
     from bsdcrypt import fleet
     from bsdcrypt.errors import BsdcryptError
-    from bsdcrypt.hostsfile import dedupe, read_hosts
+    from bsdcrypt.hostsfile import read_hosts
 
     if fmt not in FORMATS:
         raise BsdcryptError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
@@ -101,14 +115,13 @@ def _fleet_audit(
     )
     auditor = fleet.Auditor(options)
     auditor.prepare(entries, strict=True)  # a bad --ssh-config is one error, not a row per host
-    hosts = dedupe(entries, auditor.identity)  # what ssh would connect to, not the text
-    notes = [str(d) for d in hosts.duplicates]
+    progress = fleet.Progress(len(entries), enabled=None if not quiet else False)
+    # Duplicates are what ssh would connect to, not the text: each line's config is looked up by its
+    # worker, under the host's deadline (a slow `Match exec` cannot stall the run before it starts).
+    run = fleet.run_fleet(entries, options, progress, auditor, dedupe=True)
     if not quiet:
-        for note in notes:
+        for note in run.duplicates:
             typer.echo(f"bsdcrypt: note: {note}", err=True)
-    progress = fleet.Progress(len(hosts.entries), enabled=None if not quiet else False)
-    run = fleet.run_fleet(hosts.entries, options, progress, auditor)
-    run.duplicates = notes
     report = fleet.render(run, fmt)
     if output is None or output == "-":
         typer.echo(report, nl=False)

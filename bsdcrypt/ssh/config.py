@@ -14,6 +14,8 @@ import io
 import os
 import re
 import shlex
+import signal
+import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,6 +219,59 @@ def _header(cond: list[Clause], path: str, number: int) -> str:
 
 def _yes(value: str | None) -> bool:
     return (value or "").strip().lower() in ("yes", "true", "on")
+
+
+class _MatchExecResult:
+    def __init__(self, ok: bool) -> None:
+        self.ok = ok
+
+
+class _MatchExec:
+    """What paramiko.config calls `invoke` (`invoke.run(cmd, hide="stdout", warn=True).ok`), to run a
+    `Match exec` command the way ssh does (readconf.c, execute_in_shell): `$SHELL -c COMMAND` (/bin/sh
+    when $SHELL is unset or empty), stdin and stdout on /dev/null, stderr ours; it matches when it exits
+    0, and one killed by a signal is an error, as in ssh. invoke would mirror our stdin into every such
+    command, which fails ("I/O operation on closed file") when the fleet's workers look hosts up at
+    once, and would load 0.1-0.2 s of modules. Commands still running can be killed (`kill_match_execs`)."""
+
+    _live: set[subprocess.Popen[bytes]] = set()
+    _lock = threading.Lock()
+
+    @classmethod
+    def run(cls, command: str, **_options: object) -> _MatchExecResult:
+        shell = os.environ.get("SHELL") or "/bin/sh"
+        try:
+            proc = subprocess.Popen([shell, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        except OSError as exc:
+            raise SSHError("config", f"cannot run Match exec {command!r} with {shell}: {exc.strerror}") from exc
+        with cls._lock:
+            cls._live.add(proc)
+        try:
+            rc = proc.wait()
+        finally:
+            with cls._lock:
+                cls._live.discard(proc)
+        if rc < 0:
+            raise SSHError("config", f"Match exec {command!r} was killed by signal {-rc}")
+        return _MatchExecResult(rc == 0)
+
+    @classmethod
+    def kill_all(cls) -> None:
+        with cls._lock:
+            live = list(cls._live)
+        for proc in live:
+            try:
+                proc.send_signal(signal.SIGKILL)
+            except OSError:
+                pass
+
+
+paramiko.config.invoke = _MatchExec  # type: ignore[attr-defined]
+
+
+def kill_match_execs() -> None:
+    """Kill every `Match exec` command still running (an interrupted fleet run)."""
+    _MatchExec.kill_all()
 
 
 class _SSHConfig(paramiko.SSHConfig):

@@ -258,3 +258,21 @@ def test_known_hosts_keeps_non_utf8_names(tmp_path: Path) -> None:
         assert [k.blob for k in fresh.lookup(name)] == [blob]
         if not hashed:
             assert path.read_bytes().startswith(b"k\xe9y ssh-ed25519 ")
+
+
+def test_match_exec_runs_like_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """readconf.c execute_in_shell: `$SHELL -c COMMAND`, stdin and stdout on /dev/null; exit 0 matches."""
+    from bsdcrypt.ssh import SSHContext
+
+    log, stdin = tmp_path / "shell.log", tmp_path / "stdin"
+    shell = tmp_path / "myshell"
+    shell.write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {log}\necho >> {log}\nexec /bin/sh "$@"\n')
+    shell.chmod(0o755)
+    monkeypatch.setenv("SHELL", str(shell))
+    cfg = _write(tmp_path / "config",
+                 f'Match exec "readlink /proc/self/fd/0 > {stdin}; echo noise; test %h = lab1"\n    User labuser\n')
+    ctx = SSHContext(str(cfg))
+    assert ctx.target("lab1").user == "labuser"
+    assert ctx.target("lab2").user != "labuser"
+    assert stdin.read_text().strip() == "/dev/null"
+    assert log.read_text().splitlines()[0] == f"-c|readlink /proc/self/fd/0 > {stdin}; echo noise; test lab1 = lab1|"

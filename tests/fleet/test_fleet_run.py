@@ -1,0 +1,148 @@
+"""fleet-audit's run as a whole: the ssh config looked up in each host's worker under its deadline
+(duplicates found there), and Ctrl-C/SIGTERM ending the run without leaving ProxyCommands behind.
+Nothing here needs sshd; every address is on 127.0.0.0/8 and nothing is resolved."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bsdcrypt.fleet import GRACE, Auditor, FleetOptions, run_fleet
+from bsdcrypt.hostsfile import read_hosts
+
+from .test_proxy import alive, session_members, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+NOWHERE = "127.5.0.1"  # nothing listens there: every port is refused at once
+NO_KNOWN_HOSTS = "Host *\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n"
+
+
+def cli(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+    return subprocess.Popen(
+        [sys.executable, "-c", "from bsdcrypt.cli import main; main()", *args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
+    )
+
+
+# ---------------------------------------------------------------------------- config lookups under the deadline
+
+
+def test_slow_match_exec_lookups_run_in_parallel_within_the_bound(tmp_path: Path) -> None:
+    """20 hosts whose config takes 1 s each to look up (`Match exec "sleep 1"`): the lookups used to run
+    one after the other before any host started (20 s); now each runs in its host's worker, so the run
+    stays within ceil(hosts / parallel) * (timeout + grace)."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text('Match exec "sleep 1"\n    ConnectTimeout 2\n' + NO_KNOWN_HOSTS)
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("".join(f"root@{NOWHERE}:{port}\n" for port in range(1, 21)))
+    timeout, parallel = 3, 32
+    start = time.monotonic()
+    proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", str(timeout), "-j", str(parallel), "-f", "csv", "-q")
+    out, err = proc.communicate(timeout=120)
+    elapsed = time.monotonic() - start
+    rows = out.splitlines()[1:]
+    assert len(rows) == 20 and all(",refused,connection refused" in r for r in rows), (out, err)
+    bound = math.ceil(20 / parallel) * (timeout + GRACE)
+    assert elapsed < bound + 3.0, f"{elapsed:.1f}s (bound {bound}s, plus 3 s to start Python)"
+
+
+def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f'Match exec "echo $$ >> {pids}; exec sleep 30"\n' + NO_KNOWN_HOSTS)
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text(f"root@{NOWHERE}:1\nroot@{NOWHERE}:2\n")
+    start = time.monotonic()
+    proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", "1", "-f", "csv", "-q")
+    out, err = proc.communicate(timeout=60)
+    elapsed = time.monotonic() - start
+    rows = out.splitlines()[1:]
+    assert len(rows) == 2 and all(",timeout,timed out after 1s" in r for r in rows), (out, err)
+    assert elapsed < 1 + GRACE + 4.0, elapsed
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2
+    assert wait_until(lambda: not any(alive(p) for p in started), 5), "the Match exec commands outlived the run"
+
+
+def test_duplicates_are_found_by_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_fleet(dedupe=True), as fleet-audit runs it: lines equal as written and replays of one file at
+    once, lines the config makes one connection when their workers have looked them up."""
+
+    def no_dns(*args: object, **kwargs: object) -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)  # every SSH host is a quick `resolve` row
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host moved\n    Port 2222\nHost *\n    User root\n" + NO_KNOWN_HOSTS)
+    rec = sorted((REPO / "fixtures" / "hosts").glob("*.yaml"))[0]
+    (tmp_path / "fleet").mkdir()
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "obsd.yaml").write_text(rec.read_text())
+    (tmp_path / "fleet" / "obsd.yaml").symlink_to(tmp_path / "x" / "obsd.yaml")
+    text = (
+        "fw1\nfw1:22\nroot@fw1\nadmin@fw1\n"  # 2-3 duplicate 1 (port 22, user root by config); 4 is not
+        "moved\nmoved:22\nmoved:2222\n"  # 6 is another port than 5; 7 duplicates 5
+        "replay:obsd.yaml\nreplay:../x/obsd.yaml\nreplay:no-such.yaml\nreplay:no-such.yaml\nfw1\n"
+    )
+    entries = read_hosts(text, "h", str(tmp_path / "fleet"))
+    expected_notes = [
+        "fw1 is listed more than once (h:1, also h:2 as fw1:22, h:3 as root@fw1, h:12); audited once",
+        "moved is listed more than once (h:5, also h:7 as moved:2222); audited once",
+        "replay:obsd.yaml is listed more than once (h:8, also h:9 as replay:../x/obsd.yaml); audited once",
+        "replay:no-such.yaml is listed more than once (h:10, also h:11); audited once",
+    ]
+    audited = ["fw1", "admin@fw1", "moved", "moved:22", "replay:obsd.yaml", "replay:no-such.yaml"]
+    for parallel in (1, 8):
+        opts = FleetOptions(ssh_config=str(cfg), parallel=parallel, timeout=10)
+        run = run_fleet(entries, opts, auditor=Auditor(opts), dedupe=True)
+        assert sorted(r.entry.spec for r in run.results) == sorted(audited), parallel
+        assert run.duplicates == expected_notes, parallel
+        assert {r.error_kind for r in run.results if r.entry.host} == {"resolve"}
+    # without dedupe: every line is a row
+    assert len(run_fleet(entries, opts, auditor=Auditor(opts)).results) == len(entries)
+
+
+# ---------------------------------------------------------------------------- Ctrl-C and SIGTERM
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_an_interrupted_run_leaves_no_proxy_command_behind(tmp_path: Path, sig: signal.Signals) -> None:
+    """SIGTERM is handled like Ctrl-C: every ProxyCommand (a session of its own, which no terminal signal
+    reaches) is killed with its whole process group, and the run says so and exits 128 + the signal."""
+    if sig == signal.SIGINT and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        pytest.skip("SIGINT is ignored here (and so in the child): nothing to test")
+    sids = tmp_path / "sids"
+    cfg = tmp_path / "ssh_config"
+    # %n: each host's command differs, or the five lines would be one host (the same connection)
+    cfg.write_text(f"Host gw-*\n    HostName {NOWHERE}\n    ProxyCommand sh -c 'echo $$ %n >> {sids}; sleep 100'\n"
+                   + NO_KNOWN_HOSTS)
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("".join(f"root@gw-{i}\n" for i in range(1, 6)))
+    proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", "60", "-j", "3", "-q")
+    try:
+        assert wait_until(lambda: sids.exists() and len(sids.read_text().splitlines()) == 3, 30), "no proxies"
+        started = {int(line.split()[0]) for line in sids.read_text().splitlines()}
+        assert session_members(started), "the ProxyCommands are not running"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert out == ""
+    name = sig.name
+    assert f"bsdcrypt: fleet-audit interrupted by {name}: 0 hosts done, 3 in flight aborted, 2 not started; " \
+           "no report written" in err, err
+    assert "Traceback" not in err
+    assert wait_until(lambda: not session_members(started), 5), f"left behind: {session_members(started)}"
+    assert len(sids.read_text().splitlines()) == 3  # no host started after the signal
