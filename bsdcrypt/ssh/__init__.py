@@ -28,8 +28,10 @@ class _Deferred(types.ModuleType):
 
 def _defer_invoke() -> None:
     """paramiko.config imports invoke at start-up (it pulls in asyncio and unittest.mock: 0.1-0.2 s
-    here) and uses it only to run an ssh_config `Match exec` command: import it on that use, if ever.
-    (importlib's LazyLoader would not do: `import` itself reads `__spec__`, which loads it.)"""
+    here) and uses it only to run an ssh_config `Match exec` command, which bsdcrypt.ssh.config runs
+    itself (`_MatchExec`, as ssh does): a stand-in keeps that import from happening; anything that
+    still reaches for invoke gets the real module on first use. (importlib's LazyLoader would not do:
+    `import` itself reads `__spec__`, which loads it.)"""
     if "invoke" in sys.modules or importlib.util.find_spec("invoke") is None:
         return
     sys.modules["invoke"] = _Deferred("invoke")
