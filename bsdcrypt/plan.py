@@ -383,9 +383,11 @@ def plan_enable(
         act.append(Note(f"{driver} is already loaded and attached."))
 
     if persist:
-        if p.is_root is False and not any(isinstance(a, Refuse) for a in act):
+        persisting = _persist_actions(files, driver, root)
+        writes = any(isinstance(a, WriteFile) for a in persisting)
+        if writes and p.is_root is False and not any(isinstance(a, Refuse) for a in act):
             act.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)", needs_root=True))
-        act.extend(_persist_actions(files, driver, root))
+        act.extend(persisting)
     elif p.persisted is False:
         act.append(Note(f"nothing loads {driver} at boot yet: add --persist to keep it after a reboot."))
 

@@ -165,18 +165,9 @@ def test_the_table_covers_every_shipped_recording() -> None:
 
 # Known planner bug: loaded and already persisted, nothing is to be written, yet the plan still
 # says that editing /boot/loader.conf needs root (a refuse-root before the "already in effect" note).
-_KNOWN_WRONG = {
-    "freebsd-12.2-bhyve-aesni-kldloaded-persisted": "plan_enable asks for root although there is nothing to edit",
-}
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=_KNOWN_WRONG[n], strict=True)) if n in _KNOWN_WRONG else n
-        for n in sorted(EXPECTED)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_enable_persist_plan_on_recording(name: str) -> None:
     assert summary(plan_for(name)) == EXPECTED[name]
 
