@@ -482,27 +482,40 @@ DIR=$(dirname -- "$TGT"); BASE=$(basename -- "$TGT")
 __SAMEPATH__ "nothing changed, run again"
 export F TGT DIR BASE EXISTED CKSUM BAK
 BODY=__BODY__
-LOCK="$DIR/.bsdcrypt.lock"
+LOCK="$DIR/.bsdcrypt.lock"; WAIT=__WAIT__
+# The lock tool runs BODY in a fresh /bin/sh -c (parsed alone, never by a login shell) while it holds
+# the lock, and exits with BODY's status, or 75 (EX_TEMPFAIL) when the lock was not had within WAIT
+# seconds: lockf(1) does so itself (usr.bin/lockf/lockf.c: errx(EX_TEMPFAIL, "already locked")),
+# GNU flock(1) with -E 75. BODY never exits 75 (its errors are `die`, status 1), so 75 means BODY
+# did not run: nothing was written, and the error says so (a certain failure, not a cut-off one).
 if command -v lockf >/dev/null 2>&1; then
   # -k: keep the lock file. Without it lockf(1) unlinks the file on release, so a waiter can lock
   # the unlinked file while a newcomer locks a new one (two holders), and waiters are not served in
   # order (usr.bin/lockf/lockf.c). Kept, every run locks the same file and waits its turn.
-  exec lockf -k -t 30 "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write
+  lockf -k -t "$WAIT" "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write; rc=$?
 elif command -v flock >/dev/null 2>&1; then
-  exec flock -w 30 "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write
+  flock -E 75 -w "$WAIT" "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write; rc=$?
 else
   i=0
   until mkdir "$LOCK.d" 2>/dev/null; do
-    i=$((i + 1)); [ "$i" -lt 30 ] || die "another bsdcrypt holds $LOCK.d (remove it if none is running)"
+    i=$((i + 1)); [ "$i" -lt "$WAIT" ] || die "another bsdcrypt holds $LOCK.d (remove it if none is running); __BUSY__"
     sleep 1
   done
   ( /bin/sh -c "$BODY" bsdcrypt-write ); rc=$?
-  rmdir "$LOCK.d"; exit $rc
+  rmdir "$LOCK.d"
 fi
+[ "$rc" -ne 75 ] || die "another bsdcrypt holds the lock on $F; __BUSY__"
+exit $rc
 """
 
+# Seconds a write or an undo waits for another run's lock on the directory before it gives up
+# (nothing written). Tests lower it.
+LOCK_WAIT_SECONDS = 30
 
-def _locked(body: str, path: str, *, existed: bool, cksum: str, root: str, backup: str = "") -> str:
+
+def _locked(
+    body: str, path: str, *, existed: bool, cksum: str, root: str, backup: str = "", busy: str = "nothing written"
+) -> str:
     return (
         _WRAPPER.replace("__RESOLVE__", _RESOLVE)
         .replace("__SAMEPATH__", _SAMEPATH)
@@ -511,6 +524,8 @@ def _locked(body: str, path: str, *, existed: bool, cksum: str, root: str, backu
         .replace("__EXISTED__", "1" if existed else "0")
         .replace("__CKSUM__", sh_quote(cksum))
         .replace("__BAK__", sh_quote(backup))
+        .replace("__WAIT__", str(int(LOCK_WAIT_SECONDS)))
+        .replace("__BUSY__", busy)
         .replace("__BODY__", sh_quote(body.replace("__SAMEPATH__", _SAMEPATH)))
     )
 
@@ -610,7 +625,13 @@ def undo_write(host: Host, edit: FileEdit, result: WriteResult, *, root: str = "
     file still holds exactly what it wrote. Raises ActError (one line)."""
     body = _UNDO
     script = _locked(
-        body, edit.path, existed=edit.existed, cksum=posix_cksum(edit.after), root=root, backup=result.backup or ""
+        body,
+        edit.path,
+        existed=edit.existed,
+        cksum=posix_cksum(edit.after),
+        root=root,
+        backup=result.backup or "",
+        busy="left as it is",
     )
     res = host.run(script, timeout=120)
     if res.rc != 0 or not res.stdout.startswith(_OK.encode()):

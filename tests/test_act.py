@@ -671,6 +671,36 @@ def test_the_lock_serializes_two_runs(root: Path) -> None:
     assert conf.read_bytes() == edit.after and len(backups(root / "boot")) == 1
 
 
+def test_a_lock_held_too_long_is_certain_and_writes_nothing(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run holds the lock past the wait: one line, a certain failure (the body never ran),
+    not "may or may not hold the new content"; the file, its directory and the plan's run unchanged."""
+    import fcntl
+
+    from bsdcrypt import act
+    from bsdcrypt.act import WriteFailed
+    from bsdcrypt.plan import Plan, WriteFile
+
+    if shutil.which("lockf") is None and shutil.which("flock") is None:
+        pytest.skip("neither lockf nor flock")
+    monkeypatch.setattr(act, "LOCK_WAIT_SECONDS", 1)
+    conf = root / "boot" / "loader.conf"
+    write(conf, b"a=1\n")
+    files = read_loader_files(LocalHost(), str(root))
+    (edit,) = set_yes(files, root=str(root))
+    before = tree(root)
+    with open(root / "boot" / ".bsdcrypt.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held until the end of the block: no timing involved
+        with pytest.raises(WriteFailed) as exc:
+            safe_write(LocalHost(), edit, root=str(root))
+        assert str(exc.value) == f"another bsdcrypt holds the lock on {edit.path}; nothing written"
+        assert exc.value.certain and exc.value.renamed is None
+        with pytest.raises(ActError) as whole:
+            perform(LocalHost(), Plan([WriteFile(edit, "w")]), root=str(root))
+        assert str(whole.value) == f"another bsdcrypt holds the lock on {edit.path}; nothing written"
+        assert "may or may not" not in str(whole.value)
+    assert tree(root) == before and conf.read_bytes() == b"a=1\n" and not backups(root / "boot")
+
+
 _CONTENT = st.one_of(
     st.binary(max_size=300),
     st.lists(
@@ -973,6 +1003,8 @@ def test_lockf_keeps_its_lock_file() -> None:
 
     edit = FileEdit("/boot/loader.conf", b"a=1\n", b"a=2\n")
     script = write_script(edit)
-    assert 'exec lockf -k -t 30 "$LOCK" ' in script
-    assert 'exec flock -w 30 "$LOCK" ' in script
+    assert 'lockf -k -t "$WAIT" "$LOCK" /bin/sh -c "$BODY" ' in script
+    assert 'flock -E 75 -w "$WAIT" "$LOCK" /bin/sh -c "$BODY" ' in script
+    assert "WAIT=30\n" in script
+    assert "exec lockf" not in script and "exec flock" not in script
     assert "lockf -t" not in script
