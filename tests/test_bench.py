@@ -353,7 +353,9 @@ def test_happy_path_sequence_and_numbers() -> None:
     cmds = host.commands
     assert cmds[0] == "id -u"
     assert cmds[1] == "fio --version"
-    assert f"mdconfig -a -t swap -s 1024m -L {LABEL}" in cmds
+    assert f"mdconfig -a -t swap -s 1024m -L {LABEL} -u 1" in cmds
+    create = cmds.index(f"mdconfig -a -t swap -s 1024m -L {LABEL} -u 1")
+    assert any(c.startswith("umask 022; S=/var/run/bsdcrypt-bench.units;") for c in cmds[:create])  # recorded first
     assert "geli onetime -e AES-XTS -l 128 -s 4096 md1" in cmds  # md0 existed before: never touched
     assert "geli list md1.eli" in cmds
     fio_cmds = [c for c in cmds if c.startswith("exec fio ")]
@@ -564,8 +566,9 @@ def test_old_mdconfig_without_label_falls_back_to_state_file() -> None:
     # without -L the unit is chosen and recorded first, then created with -u (mdconfig prints nothing)
     assert "mdconfig -a -t swap -s 1024m -u 1" in host.commands
     create = host.commands.index("mdconfig -a -t swap -s 1024m -u 1")
-    assert host.commands[create - 1].startswith("umask 022; S=/var/run/bsdcrypt-bench.units;")
-    assert " md1 " in host.commands[create - 1] and " swap 1073741824" in host.commands[create - 1]
+    record = max(i for i, c in enumerate(host.commands[:create]) if c.startswith("umask 022; S=/var/run/"))
+    assert host.commands[record + 1] == f"mdconfig -a -t swap -s 1024m -L {LABEL} -u 1"  # refused: no -L
+    assert " md1 " in host.commands[record] and " swap 1073741824" in host.commands[record]
     assert host.leaked() == [] and host.state_file is None and result.cleanup.ok
 
 
@@ -581,16 +584,25 @@ def test_preflight_errors_are_clear() -> None:
 
 
 def test_md_name_validation() -> None:
+    """The unit is the one bsdcrypt chose (`-u N`): whatever mdconfig prints is never read, and a
+    name that is no md unit, or one that existed before, is refused before any command names it."""
+    from bsdcrypt.bench.session import _Devices
+
     class WeirdHost(ScriptedHost):
         def _execute(self, kind: str, command: str) -> RunResult:
+            result = super()._execute(kind, command)
             if kind == "mdconfig-attach":
-                return self._ok("ada0\n")
-            return super()._execute(kind, command)
+                return RunResult(result.rc, b"ada0\n", result.stderr)
+            return result
 
     host = WeirdHost()
-    with pytest.raises(BenchError, match="not an md"):
-        measure(host, PARAMS)
-    assert not any("ada0" in c for c in host.commands[1:] if not c.startswith("mdconfig -a"))
+    measure(host, PARAMS)
+    assert not any("ada0" in c for c in host.commands) and host.leaked() == []
+    devices = _Devices()
+    devices.before = {"md0"}
+    for name in ("ada0", "md0"):
+        with pytest.raises(BenchError, match="not an md|existed before"):
+            devices.adopt_md(name)
 
 
 def test_compare_and_compiled_in_case() -> None:
@@ -716,6 +728,71 @@ def test_leftovers_of_a_bench_run_from_another_machine_are_left_alone() -> None:
     report = bench.cleanup_leftovers(host)
     assert not report.ok and [d for d, _ in report.refused] == ["md1"]
     assert "md1" in host.md
+
+
+@pytest.mark.parametrize("where", ["this machine", "another machine"])
+@pytest.mark.parametrize("when", ["before the create", "after the create"])
+def test_a_cleanup_between_recording_and_creating_never_takes_the_running_benchs_md(
+    where: str, when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `bench --cleanup` that runs while a bench creates its md (from this machine or another)
+    sees the unit owned by a live or unknown bench, never an unclaimed one: it leaves it, and the
+    bench's entry, alone; the bench measures and cleans up as usual."""
+    import bsdcrypt.bench.session as session_mod
+
+    reports: list[bench.CleanupReport] = []
+    states: list[str] = []  # the state file once the md exists (and any racing cleanup is done)
+
+    class RacingHost(ScriptedHost):
+        def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+            create = command.startswith("mdconfig -a")
+            if create and when == "before the create" and not reports:
+                self._race()
+            result = super().run(command, input=input, timeout=timeout)
+            if create and when == "after the create" and not reports:
+                self._race()
+            if create:
+                states.append(self.state_file or "")
+            return result
+
+        def _race(self) -> None:
+            with monkeypatch.context() as m:
+                if where == "another machine":
+                    m.setattr(session_mod, "controller_name", lambda: "laptop.example.org")
+                reports.append(bench.cleanup_leftovers(self))
+
+    host = RacingHost()
+    result = measure(host, PARAMS)
+    (report,) = reports
+    assert report.removed == []
+    assert f" md1 {session_mod.this_owner()} swap 1073741824 " in states[0]  # still claimed: no later cleanup takes it
+    if when == "after the create":
+        assert [d for d, _ in report.refused] == ["md1"]
+        assert "unclaimed" not in report.summary() and "no entry" not in report.summary()
+    plain = ScriptedHost()
+    measure(plain, PARAMS)
+    assert host.destroyed == plain.destroyed  # only by the bench itself, as in a run without the race
+    assert result.cleanup.ok and host.leaked() == [] and host.state_file is None
+
+
+def test_a_pending_unit_of_another_size_is_not_taken_for_ours() -> None:
+    """Interrupted while creating its md, the bench finds that unit made by someone else meanwhile
+    (another size): it is not ours, and is left alone."""
+    idx = next(i for i, c in enumerate(HAPPY) if c.startswith("mdconfig -a"))
+
+    class OtherHost(ScriptedHost):
+        def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
+            if command.startswith("mdconfig -a"):
+                self.md["md1"] = Md("swap", "512m", LABEL)  # another bench's, made in the meantime
+                self.commands.append(command)
+                raise KeyboardInterrupt
+            return super().run(command, input=input, timeout=timeout)
+
+    host = OtherHost()
+    with pytest.raises(BenchInterrupted):
+        measure(host, PARAMS)
+    assert HAPPY[idx].startswith("mdconfig -a") and "md1" in host.md and host.destroyed == []
+    assert not any(c.startswith("mdconfig -d") for c in host.commands)
 
 
 def test_unclaimed_labelled_md_refuses_a_run_and_cleanup_removes_it() -> None:

@@ -502,7 +502,10 @@ class BenchSession:
         for md, e in latest.items():
             row = by_name.get(md)
             if row is None or (label_column and row.label != LABEL):
-                if e.owner is None or owner_status(e.owner, e.controller) != "alive":  # a live run's pending unit stays
+                # Only a crashed run's entry (or one naming no owner) goes: a running bench records its
+                # unit before creating it, and a run on another machine cannot be checked from here;
+                # dropping its entry would leave its md unclaimed once created, for a --cleanup to take.
+                if e.owner is None or owner_status(e.owner, e.controller) == "dead":
                     stale.append(e.raw or e.line())
                 continue
             if label_column:
@@ -585,28 +588,17 @@ class BenchSession:
         listed = self.list_md()
         self.devices.before = {e.name for e in listed}
         base = f"mdconfig -a -t swap -s {size}"
-        if self.label_supported:
-            res = self.run(ST_CREATE, f"{base} -L {LABEL}")
-            err = res.stderr.decode(errors="replace")
-            if not res.ok and ("illegal option" in err or "usage:" in err):
-                self.label_supported = False  # mdconfig before -L: rely on the state file
-            else:
-                if not res.ok:
-                    raise BenchError(ST_CREATE, f"`{base}` failed: {_first_line(res)}")
-                name = res.stdout.decode(errors="replace").strip()
-                md = self.devices.adopt_md(name)
-                self.sizes[md] = self.params.size_mib * MIB
-                self.write_state()
-                self.progress(f"created {md} ({size}, swap-backed)")
-                return md
         md = self._create_unit(base)
         self.progress(f"created {md} ({size}, swap-backed)")
         return md
 
     def _create_unit(self, base: str) -> str:
-        """mdconfig without -L: pick the unit, record it, then create it (`-u N`), so that an
-        interrupt between creating it and reading mdconfig's answer cannot leak an md that
-        nothing could recognise later."""
+        """Pick the unit, record it in the state file as ours, then create it (`-u N`, labelled
+        when mdconfig has -L). Recorded first, the md is never without an owner: a `--cleanup`
+        (from any machine) between the creation and our record would otherwise take a labelled md
+        no entry claims for a crashed run's and destroy it under this bench; and an interrupt
+        between creating it and reading mdconfig's answer cannot leak an md that nothing could
+        recognise later."""
         taken = set(self.devices.before)
         for _ in range(CREATE_TRIES):
             unit = next(n for n in range(1 << 20) if f"md{n}" not in taken)
@@ -614,7 +606,7 @@ class BenchSession:
             self.pending = name
             self.sizes[name] = self.params.size_mib * MIB
             self.write_state()
-            res = self.run(ST_CREATE, f"{base} -u {unit}")
+            res = self._create(base, unit)
             if res.ok:
                 self.pending = None
                 return self.devices.adopt_md(name)
@@ -627,6 +619,15 @@ class BenchSession:
             taken.add(name)  # created by someone else since the list: try the next one
         self.write_state()
         raise BenchError(ST_CREATE, f"`{base}` failed: {CREATE_TRIES} free units were taken meanwhile")
+
+    def _create(self, base: str, unit: int) -> RunResult:
+        if self.label_supported:
+            res = self.run(ST_CREATE, f"{base} -L {LABEL} -u {unit}")
+            err = res.stderr.decode(errors="replace")
+            if res.ok or not ("illegal option" in err or "usage:" in err):
+                return res
+            self.label_supported = False  # mdconfig before -L: rely on the state file
+        return self.run(ST_CREATE, f"{base} -u {unit}")
 
     def attach_geli(self, md: str) -> tuple[str, GeliProvider]:
         md = self.devices.md_ok(md)
@@ -712,24 +713,25 @@ class BenchSession:
         """Devices a step created before it could report them (interrupted mid-command)."""
         try:
             if self.pending is not None:
-                # mdconfig without -L, told to create this unit: ours if it is there now, was not
-                # before, and is a swap md (the state file already names it as ours)
+                # told to create this unit (its state entry already names us as the owner): ours if
+                # it is there now, was not before, and is a swap md of our size (with our label, when
+                # mdconfig was given -L); anything else at that unit is another's and is left alone
                 name, self.pending = self.pending, None
-                rows, _ = parse_md_rows(
+                rows, label_column = parse_md_rows(
                     self.must("cleanup: find unrecorded md", "mdconfig -l -v").stdout.decode(errors="replace")
                 )
-                if any(r.name == name and r.type in (None, "swap") for r in rows) and name not in self.devices.before:
+                want = self.sizes.get(name)
+                if name not in self.devices.before and any(
+                    r.name == name
+                    and r.type in (None, "swap")
+                    and (r.size is None or want is None or _same_size(r.size, want))
+                    and (not (label_column and self.label_supported) or r.label == LABEL)
+                    for r in rows
+                ):
                     self.devices.md.append(name)
                 else:
                     self.sizes.pop(name, None)
                     self.write_state()
-            elif self.step == ST_CREATE and self.label_supported:
-                # mdconfig may have created the unit and been interrupted before we read its
-                # name: ours are the labelled units that did not exist before this run.
-                known = self.devices.before | set(self.devices.md)
-                for e in self.list_md("cleanup: find unrecorded md"):
-                    if e.label == LABEL and e.name not in known:
-                        self.devices.md.append(e.name)
             for md in list(self.devices.md):
                 eli = f"{md}.eli"
                 if eli in self.devices.eli:
