@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -225,14 +226,24 @@ def test_sigterm_during_cleanup_after_an_error_exits_130(host: ScriptedHost, mon
     assert host.leaked() == []
 
 
-def test_host_help_names_user_and_ssh() -> None:
-    names = {c.name or getattr(c.callback, "__name__", None) for c in app.registered_commands}
-    if "bench" not in names:
-        _register_commands()
-    res = runner.invoke(app, ["bench", "--help"], env={"COLUMNS": "200"})
-    assert res.exit_code == 0
-    text = " ".join(res.stdout.split())
+@pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}])
+def test_host_help_names_user_and_ssh(env: dict[str, str]) -> None:
+    """`[user@]` shows with rich help and with plain click help (NO_COLOR), never as `\\[user@]`."""
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "bsdcrypt", "bench", "--help"],
+        env={**os.environ, "COLUMNS": "200", **env},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.replace("│", " ").split())
     assert "local (default), or [user@]host[:port] over SSH (a recording cannot run a bench)" in text
+    assert "\\[" not in text
 
 
 @pytest.mark.parametrize("where", ["nodir/report.json", "isdir"])

@@ -292,11 +292,9 @@ class EnableBench:
 
 
 def _host_help() -> str:
-    # typer's rich help reads "[user@]" as markup and drops it; plain click help prints it as is
-    import typer.core
+    from bsdcrypt.cli import literal_help  # at registration time: cli is loaded by then
 
-    user = "\\[user@]" if getattr(typer.core, "HAS_RICH", False) else "[user@]"
-    return f"local (default), or {user}host[:port] over SSH (a recording cannot run a bench)."
+    return literal_help("local (default), or [user@]host[:port] over SSH (a recording cannot run a bench).")
 
 
 def register(app: typer.Typer) -> None:
