@@ -9,8 +9,9 @@ the probe). SSHHost honours it in each wait; a watchdog aborts a host that overr
 should a worker still be stuck (e.g. inside the system resolver), gives the host up as timed
 out after a short grace and starts a fresh worker. So the wall time is at most about
 ceil(hosts / parallel) * (timeout + grace). That includes the ssh config lookup of each host
-(a `Match exec` command may be slow or hang): it is done by the host's worker, under its deadline,
-and duplicates are recognised there as their lookups finish (`run_fleet(dedupe=True)`).
+(a `Match exec` command may be slow or hang): with a `Match exec` in the config it is done by the
+host's worker, under its deadline; without one every lookup is microseconds of CPU and is done before
+the run, so duplicates are set aside there (`run_fleet(dedupe=True)`).
 
 Ctrl-C and SIGTERM (the CLI turns it into `FleetInterrupted`) abort every host in flight, let the
 workers close them, and kill the process group of every ProxyCommand still running.
@@ -242,6 +243,20 @@ class Auditor:
                 return entry.key
         return entry.key
 
+    def eager_identity(self, entry: HostEntry) -> Hashable | None:
+        """An SSH line's identity (as `host_identity`) looked up before the run, when that is cheap: the
+        ssh config has no `Match exec` (a lookup is then microseconds of CPU). None when it is not cheap,
+        for replays, and when the lookup fails (the host's worker reports that)."""
+        if entry.replay is not None or not entry.host:
+            return None
+        try:
+            ctx = self.ssh_context()
+            if getattr(ctx, "match_exec", True):
+                return None
+            return ("ssh", *ctx.target(entry.host, entry.user, entry.port).identity())
+        except BsdcryptError:
+            return None
+
     def host_identity(self, entry: HostEntry, host: Host) -> Hashable | None:
         """An SSH host's identity once its worker has looked its config up: everything the ssh config
         makes of the line (host name, port, user, proxy, keys, known_hosts...), so `fw1` and `fw1:22`
@@ -456,20 +471,30 @@ def run_fleet(
 ) -> FleetRun:
     """Audit every entry; returns one result per entry, in input order.
 
-    With `dedupe`, a host listed twice is audited once and `FleetRun.duplicates` says so: lines equal
-    as written and replays of one file at once, lines that ssh config makes one connection in the
-    workers, as each host's config lookup finishes under its deadline (the line whose lookup ends
-    first is audited: in practice the first one). Duplicates have no row.
+    With `dedupe`, a host listed twice is audited once and `FleetRun.duplicates` says so. The lowest
+    line of a group is always the one audited and named first. Lines equal as written and replays of
+    one file are set aside before the run, and so are lines the ssh config makes one connection when
+    the config has no `Match exec` (lookups are then cheap). With a `Match exec`, lookups run in the
+    workers under each host's deadline: a line whose lookup finds an earlier line of the same identity
+    under way is dropped at once; one that finds only a later line goes on, both are audited, and the
+    later row is dropped after the run (doubled work only then). If the lowest line's lookup failed
+    or hung, it is no member of the group, and the next lowest line is kept. Duplicates have no row.
     """
     started = time.monotonic()
     auditor = auditor or Auditor(options)
     auditor.prepare(entries)  # before the first deadline starts (the CLI has done it already)
     dup_of: dict[int, int] = {}  # index of a duplicate -> index of the line it duplicates
     order = list(range(len(entries)))
+    claims: dict[Hashable, list[int]] = {}  # ssh identity -> the lines audited for it (lowest first)
     if dedupe:
         seen: dict[Hashable, int] = {}
         for i, entry in enumerate(entries):
-            first = seen.setdefault(auditor.quick_identity(entry), i)
+            ident = auditor.eager_identity(entry)
+            if ident is not None:
+                claims.setdefault(ident, [i])  # the workers find it claimed already (its duplicates never start)
+            else:
+                ident = auditor.quick_identity(entry)
+            first = seen.setdefault(ident, i)
             if first != i:
                 dup_of[i] = first
         order = [i for i in order if i not in dup_of]
@@ -479,7 +504,6 @@ def run_fleet(
     parallel = fd_limit_parallel(max(1, min(options.parallel, total or 1)))
     results: dict[int, HostResult] = {}
     running: dict[int, _Running] = {}
-    claims: dict[Hashable, int] = {}  # ssh identity -> the line audited for it
     lock = threading.Lock()
     stopping = threading.Event()
     next_index = iter(order)
@@ -501,9 +525,15 @@ def run_fleet(
                 if dedupe:  # the config is known now: the same connection as a line already under way?
                     ident = auditor.host_identity(entries[i], host)
                     if ident is not None:
+                        # An earlier line already under way for it: this one is its duplicate. A later
+                        # one (its lookup finished first; only with Match exec) does not stop this line:
+                        # both are audited and the later row is dropped after the run.
                         with lock:
-                            first = claims.setdefault(ident, i)
-                        if first != i:
+                            lines = claims.setdefault(ident, [])
+                            first = lines[0] if lines and lines[0] < i else None
+                            if first is None and i not in lines:
+                                lines.insert(0, i)
+                        if first is not None:
                             host.close()
                             raise _Duplicate(first)
                 if slot.aborted and hasattr(host, "abort"):
@@ -582,6 +612,17 @@ def run_fleet(
         _sweep()
     if progress:
         progress.finish()
+    # Lines of one identity that were all audited (a later line's lookup finished before the earlier
+    # one's): the lowest line with a row is kept, whatever the order the lookups finished in.
+    for lines in claims.values():
+        kept = [i for i in sorted(set(lines)) if i in results]
+        for i in kept[1:]:
+            del results[i]
+            dup_of[i] = kept[0]
+    for i, first in list(dup_of.items()):  # a duplicate of a line whose row was dropped: of the kept one
+        while first in dup_of and first not in results:
+            first = dup_of[first]
+        dup_of[i] = first
     final = [results[i] for i in sorted(results)]
     run = FleetRun(final, time.monotonic() - started, parallel, options.timeout)
     run.duplicates = _duplicate_notes(entries, dup_of)

@@ -274,6 +274,10 @@ def kill_match_execs() -> None:
     _MatchExec.kill_all()
 
 
+# A Match line with an exec criterion (conservative: `Match host exec` counts too; that only costs speed).
+_MATCH_EXEC = re.compile(r"^[ \t]*match\b.*\bexec\b", re.IGNORECASE | re.MULTILINE)
+
+
 class _SSHConfig(paramiko.SSHConfig):
     """paramiko's SSHConfig, minus a per-host cost: `_tokenize` looks up the local user, host name
     and home folder and hashes them for every value of every lookup, even when the value holds
@@ -301,6 +305,7 @@ class SSHContext:
     _local_user: str | None = field(init=False, default=None)
     _targets: dict[tuple[str, str | None, int | None], Target] = field(init=False, default_factory=dict)
     _target_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    match_exec: bool = field(init=False, default=False)  # a `Match exec` anywhere: lookups may be slow
 
     def __post_init__(self) -> None:
         self.config = _SSHConfig()
@@ -315,6 +320,8 @@ class SSHContext:
             paths = [(p, user) for p, user in candidates if os.path.isfile(p)]
         for path, user_config in paths:
             text = read_config(path, user_config)
+            if _MATCH_EXEC.search(text):
+                self.match_exec = True
             try:
                 self.config.parse(io.StringIO(text))
             except paramiko.ConfigParseError as exc:

@@ -73,16 +73,22 @@ def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) ->
     assert wait_until(lambda: not any(alive(p) for p in started), 5), "the Match exec commands outlived the run"
 
 
-def test_duplicates_are_found_by_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("match_exec", [False, True], ids=["lookups-up-front", "match-exec-in-workers"])
+def test_duplicates_are_found_deterministically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, match_exec: bool
+) -> None:
     """run_fleet(dedupe=True), as fleet-audit runs it: lines equal as written and replays of one file at
-    once, lines the config makes one connection when their workers have looked them up."""
+    once; lines the config makes one connection before the run (no Match exec: lookups are cheap) or in
+    the workers (Match exec). Either way the lowest line of a group is the one audited, whatever order
+    the lookups finish in, and the notes are always the same."""
 
     def no_dns(*args: object, **kwargs: object) -> object:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
     monkeypatch.setattr(socket, "getaddrinfo", no_dns)  # every SSH host is a quick `resolve` row
     cfg = tmp_path / "ssh_config"
-    cfg.write_text("Host moved\n    Port 2222\nHost *\n    User root\n" + NO_KNOWN_HOSTS)
+    cfg.write_text(('Match exec "true"\n    ConnectTimeout 5\n' if match_exec else "")
+                   + "Host moved\n    Port 2222\nHost *\n    User root\n" + NO_KNOWN_HOSTS)
     rec = sorted((REPO / "fixtures" / "hosts").glob("*.yaml"))[0]
     (tmp_path / "fleet").mkdir()
     (tmp_path / "x").mkdir()
@@ -101,10 +107,12 @@ def test_duplicates_are_found_by_the_workers(tmp_path: Path, monkeypatch: pytest
         "replay:no-such.yaml is listed more than once (h:10, also h:11); audited once",
     ]
     audited = ["fw1", "admin@fw1", "moved", "moved:22", "replay:obsd.yaml", "replay:no-such.yaml"]
-    for parallel in (1, 8):
+    for parallel in (1, 8, 8, 8):
         opts = FleetOptions(ssh_config=str(cfg), parallel=parallel, timeout=10)
-        run = run_fleet(entries, opts, auditor=Auditor(opts), dedupe=True)
-        assert sorted(r.entry.spec for r in run.results) == sorted(audited), parallel
+        auditor = Auditor(opts)
+        assert auditor.ssh_context().match_exec is match_exec
+        run = run_fleet(entries, opts, auditor=auditor, dedupe=True)
+        assert [r.entry.spec for r in run.results] == audited, parallel  # input order: the lowest lines
         assert run.duplicates == expected_notes, parallel
         assert {r.error_kind for r in run.results if r.entry.host} == {"resolve"}
     # without dedupe: every line is a row
