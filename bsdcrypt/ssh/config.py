@@ -241,7 +241,10 @@ class _MatchExec:
     def run(cls, command: str, **_options: object) -> _MatchExecResult:
         shell = os.environ.get("SHELL") or "/bin/sh"
         try:
-            proc = subprocess.Popen([shell, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            # A session (so a process group) of its own: kill_all kills what the command started too
+            # (`sleep 30; true` runs sleep as the shell's child).
+            proc = subprocess.Popen([shell, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    start_new_session=True)
         except OSError as exc:
             raise SSHError("config", f"cannot run Match exec {command!r} with {shell}: {exc.strerror}") from exc
         with cls._lock:
@@ -257,13 +260,17 @@ class _MatchExec:
 
     @classmethod
     def kill_all(cls) -> None:
+        """SIGKILL the process group of every command still running. A command is in `_live` until its
+        waiter has reaped it, and its group id (its pid) cannot be reused before that."""
         with cls._lock:
             live = list(cls._live)
-        for proc in live:
-            try:
-                proc.send_signal(signal.SIGKILL)
-            except OSError:
-                pass
+            for proc in live:
+                if proc.returncode is not None:
+                    continue
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
 
 
 paramiko.config.invoke = _MatchExec  # type: ignore[attr-defined]

@@ -58,7 +58,8 @@ def test_slow_match_exec_lookups_run_in_parallel_within_the_bound(tmp_path: Path
 def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f'Match exec "echo $$ >> {pids}; exec sleep 30"\n' + NO_KNOWN_HOSTS)
+    # a compound command: sleep is the shell's child, not the shell itself
+    cfg.write_text(f'Match exec "echo $$ >> {pids}; sleep 30; true"\n' + NO_KNOWN_HOSTS)
     hosts = tmp_path / "hosts.txt"
     hosts.write_text(f"root@{NOWHERE}:1\nroot@{NOWHERE}:2\n")
     start = time.monotonic()
@@ -71,6 +72,8 @@ def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) ->
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     assert wait_until(lambda: not any(alive(p) for p in started), 5), "the Match exec commands outlived the run"
+    sessions = set(started)  # each command runs in a session of its own, its id the shell's pid
+    assert wait_until(lambda: not session_members(sessions), 5), f"left behind: {session_members(sessions)}"
 
 
 @pytest.mark.parametrize("match_exec", [False, True], ids=["lookups-up-front", "match-exec-in-workers"])
