@@ -32,11 +32,24 @@ def _defer_invoke() -> None:
     itself (`_MatchExec`, as ssh does): a stand-in keeps that import from happening; anything that
     still reaches for invoke gets the real module on first use. (importlib's LazyLoader would not do:
     `import` itself reads `__spec__`, which loads it.)"""
+    global _stand_in
     if "invoke" in sys.modules or importlib.util.find_spec("invoke") is None:
         return
-    sys.modules["invoke"] = _Deferred("invoke")
+    _stand_in = _Deferred("invoke")
+    sys.modules["invoke"] = _stand_in
 
 
+def _drop_invoke_stand_in() -> None:
+    """Once paramiko.config has imported it (and bsdcrypt.ssh.config has replaced paramiko.config.invoke),
+    the stand-in leaves sys.modules, if it is still ours: anything else (`importlib.util.find_spec`,
+    which raises on a module whose __spec__ is None, or a later `import invoke`) sees the real thing."""
+    global _stand_in
+    if _stand_in is not None and sys.modules.get("invoke") is _stand_in:
+        del sys.modules["invoke"]
+    _stand_in = None
+
+
+_stand_in: types.ModuleType | None = None
 _defer_invoke()
 
 # ruff: noqa: E402 - these imports come after _defer_invoke, which must precede paramiko's
@@ -51,6 +64,8 @@ from bsdcrypt.ssh.config import (
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.host import DEFAULT_TIMEOUT, MAX_OUTPUT, MAX_PROXY_JUMPS, REMOTE_COMMAND, SSHHost
 from bsdcrypt.ssh.knownhosts import KnownHosts, KnownKey, fingerprint, known_hosts_name
+
+_drop_invoke_stand_in()  # paramiko.config is imported now
 
 __all__ = [
     "DEFAULT_GLOBAL_KNOWN_HOSTS",

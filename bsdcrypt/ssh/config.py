@@ -232,7 +232,11 @@ class _MatchExec:
     when $SHELL is unset or empty), stdin and stdout on /dev/null, stderr ours; it matches when it exits
     0, and one killed by a signal is an error, as in ssh. invoke would mirror our stdin into every such
     command, which fails ("I/O operation on closed file") when the fleet's workers look hosts up at
-    once, and would load 0.1-0.2 s of modules. Commands still running can be killed (`kill_match_execs`)."""
+    once, and would load 0.1-0.2 s of modules. Commands still running can be killed (`kill_match_execs`).
+
+    Installing it (`paramiko.config.invoke = _MatchExec`, at import of this module) is a process-wide
+    change: every paramiko SSHConfig in this process, bsdcrypt's or not, then runs its `Match exec`
+    commands through it."""
 
     _live: set[subprocess.Popen[bytes]] = set()
     _lock = threading.Lock()
@@ -273,7 +277,7 @@ class _MatchExec:
                     pass
 
 
-paramiko.config.invoke = _MatchExec  # type: ignore[attr-defined]
+paramiko.config.invoke = _MatchExec  # type: ignore[attr-defined]  # process-wide: see _MatchExec
 
 
 def kill_match_execs() -> None:
