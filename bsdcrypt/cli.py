@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -444,17 +448,51 @@ def _run_app() -> object:
     return command(prog_name="bsdcrypt", standalone_mode=False)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM while a command runs: raised like Ctrl-C's KeyboardInterrupt, so the same close paths run
+    (an SSH host's close kills its ProxyCommand's process group, which no terminal signal reaches)."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[list[int]]:
+    """While a command runs, SIGTERM raises _Terminated (and is noted in the list yielded: typer turns a
+    KeyboardInterrupt into a quiet exit 130); the previous handler comes back after. Commands with their
+    own SIGTERM handling (fleet-audit, bench, enable's act) install theirs inside this one and restore
+    it when they are done."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        got.append(signum)
+        raise _Terminated("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def main() -> None:
     _no_color()
     _register_commands(sys.argv)
     _completion_script_request(sys.argv)
     code = 0
     try:
-        result = _run_app()
+        with _sigterm_interrupts() as terminated:
+            result = _run_app()
         code = result if isinstance(result, int) else 0
+        if terminated and code == 130:  # our SIGTERM, as typer reports an interrupt
+            typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
+            code = 143  # 128 + SIGTERM, as a shell reports a command killed by it
     except BsdcryptError as exc:
         typer.echo(f"bsdcrypt: {exc}", err=True)
         code = 3
+    except _Terminated:
+        typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
+        code = 143  # 128 + SIGTERM, as a shell reports a command killed by it
     except KeyboardInterrupt:
         typer.echo("bsdcrypt: interrupted", err=True)
         code = 130
@@ -469,9 +507,13 @@ def main() -> None:
             if requested_format(sys.argv) == "nagios":  # a plugin's line goes to stdout, usage errors included
                 typer.echo(f"BSDCRYPT UNKNOWN: {' '.join(message.replace('|', '/').split())}")
             code = 3
-        elif _is_click(exc, "Abort"):
-            typer.echo("bsdcrypt: interrupted", err=True)
-            code = 130
+        elif _is_click(exc, "Abort"):  # click turns KeyboardInterrupt (ours for SIGTERM too) into Abort
+            if isinstance(exc.__cause__, _Terminated):
+                typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
+                code = 143
+            else:
+                typer.echo("bsdcrypt: interrupted", err=True)
+                code = 130
         elif _is_click(exc, "ClickException"):
             typer.echo(f"bsdcrypt: {exc.format_message()}", err=True)  # type: ignore[attr-defined]
             code = 3

@@ -476,6 +476,12 @@ class SSHHost:
                 sock.close()
             except Exception:
                 pass
+        proxy = self._proxy  # kept: errors quote its stderr after the close; closing it again is a no-op
+        if proxy is not None and proxy is not sock:  # e.g. interrupted before _connect kept it as the socket
+            try:
+                proxy.close()  # kills the ProxyCommand's process group
+            except Exception:
+                pass
         jump, self._jump = self._jump, None
         while jump is not None:
             nxt = jump._via

@@ -25,8 +25,8 @@ NOWHERE = "127.5.0.1"  # nothing listens there: every port is refused at once
 NO_KNOWN_HOSTS = "Host *\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n"
 
 
-def cli(*args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+def cli(*args: str, **extra_env: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"} | extra_env
     return subprocess.Popen(
         [sys.executable, "-c", "from bsdcrypt.cli import main; main()", *args],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
@@ -157,3 +157,29 @@ def test_an_interrupted_run_leaves_no_proxy_command_behind(tmp_path: Path, sig: 
     assert "Traceback" not in err
     assert wait_until(lambda: not session_members(started), 5), f"left behind: {session_members(started)}"
     assert len(sids.read_text().splitlines()) == 3  # no host started after the signal
+
+
+# ---------------------------------------------------------------------------- single-host commands
+
+
+def test_sigterm_to_status_leaves_no_proxy_command_behind(tmp_path: Path) -> None:
+    """`status` (any single-host command over SSH) turns SIGTERM into an interrupt: the host is closed,
+    which kills its ProxyCommand's process group (a session of its own), and it exits 143."""
+    sids = tmp_path / "sids"
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host gw\n    HostName {NOWHERE}\n    ProxyCommand sh -c 'echo $$ >> {sids}; sleep 100'\n"
+                   + NO_KNOWN_HOSTS)
+    proc = cli("status", "-H", "root@gw", BSDCRYPT_SSH_CONFIG=str(cfg))  # status's --ssh-config
+    try:
+        assert wait_until(lambda: sids.exists() and sids.read_text().strip(), 30), "no proxy"
+        started = {int(sids.read_text().split()[0])}
+        assert wait_until(lambda: session_members(started), 5), "the ProxyCommand is not running"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, (proc.returncode, out, err)
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err, err
+    assert wait_until(lambda: not session_members(started), 5), f"left behind: {session_members(started)}"
