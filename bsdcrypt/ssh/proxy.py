@@ -117,6 +117,7 @@ class ProxyCommandSocket:
         self._closing = False
         self._released = False
         self._failure: ProxyCommandExited | None = None
+        self._group_empty = False  # a killpg got ESRCH: never signal that group id again
         with _live_lock:
             _live.add(self)
 
@@ -246,10 +247,21 @@ class ProxyCommandSocket:
     def _killpg(self, sig: int) -> bool:
         """Signal the command's process group (its session: start_new_session), even if the command has
         exited: what it started lives on in that group. The group id stays the command's pid, which
-        the kernel does not hand out again while any process of the group is alive. False: no one left."""
+        the kernel does not hand out again while any process of the group is alive. False: no one left.
+
+        Once a killpg found the group empty (ESRCH), it stays so for us: nothing of ours can join it, and
+        once the leader is reaped its pid, so the group id, may be another process's. So no signal is
+        sent to it again."""
+        with self._lock:
+            if self._group_empty:
+                return False
         try:
             os.killpg(self.process.pid, sig)
-        except (ProcessLookupError, PermissionError):
+        except ProcessLookupError:
+            with self._lock:
+                self._group_empty = True
+            return False
+        except PermissionError:
             return False
         return True
 

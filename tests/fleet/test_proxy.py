@@ -201,3 +201,18 @@ def test_connect_timeout_through_a_proxy_command_names_the_proxy(tmp_path: Path)
     assert "after 1s (ConnectTimeout)" in error and "ProxyCommand" in error, error
     assert "dialing 127.0.0.1" in error and "accepted TCP" not in error, error
     assert elapsed < 15
+
+
+def test_an_emptied_group_is_never_signalled_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a killpg found the ProxyCommand's group empty and its leader is reaped, the group id may be
+    reused by an unrelated process group: later closes and aborts send nothing to it."""
+    from bsdcrypt.ssh.proxy import ProxyCommandSocket
+
+    proxy = ProxyCommandSocket("true")
+    proxy.process.wait(10)  # the leader exited and is reaped; its group is empty
+    proxy.close()  # its killpg gets ESRCH
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(os, "killpg", lambda pgid, sig: sent.append((pgid, sig)))
+    proxy.abort()
+    proxy._kill()
+    assert sent == []
