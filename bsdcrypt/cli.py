@@ -131,14 +131,15 @@ complete -o default -F %(complete_func)s %(prog_name)s
 
 
 def _join_colon_words(words: list[str], cword: int) -> tuple[list[str], int]:
-    """bash splits words at the colons of COMP_WORDBREAKS (`replay:NAME` arrives as `replay`, `:`,
-    `NAME`): glue them back up to the cursor's word; return the words and the cursor's index."""
+    """bash splits words at the colons and equals signs of COMP_WORDBREAKS (`replay:NAME` arrives as
+    `replay`, `:`, `NAME`; `--format=nag` as `--format`, `=`, `nag`): glue them back up to the cursor's
+    word; return the words and the cursor's index."""
     words = words + [""] * (cword + 1 - len(words))  # an empty current word does not survive the split
     out: list[str] = []
     glue = False
     for word in words[: cword + 1]:
-        colons = bool(word) and set(word) == {":"}
-        if out and (colons or (glue and word)):
+        colons = bool(word) and set(word) <= {":", "="}
+        if out and (colons or glue):  # an empty word after a colon or `=` is the cursor on it
             out[-1] += word
         else:
             out.append(word)
@@ -158,9 +159,14 @@ def _bash_completion_support() -> None:
         def get_completion_args(self) -> tuple[list[str], str]:
             words, cword = _join_colon_words(split(os.environ["COMP_WORDS"]), int(os.environ["COMP_CWORD"]))
             incomplete = words[cword]
-            # bash replaces only the text after the last colon: print the rest of each value
-            # (bash-completion's __ltrim_colon_completions)
-            self.prefix = incomplete.rpartition(":")[0] + ":" if ":" in incomplete else ""
+            # bash replaces only the text after the last colon or `=`: print the rest of each value
+            # (bash-completion's __ltrim_colon_completions). click takes `--opt=VALUE` apart itself
+            # and completes VALUE, so the prefix is of VALUE alone.
+            value = incomplete
+            if value.startswith("-") and "=" in value:
+                value = value.partition("=")[2]
+            cut = max(value.rfind(":"), value.rfind("="))
+            self.prefix = value[: cut + 1] if cut >= 0 else ""
             return words[1:cword], incomplete
 
         def format_completion(self, item: Any) -> str:

@@ -180,6 +180,19 @@ def test_host_completes_local_and_shipped_recordings() -> None:
     assert got[: len(SHIPPED)] == SHIPPED  # right after the colon; then this folder's directories
 
 
+def test_option_equals_value_completes() -> None:
+    """`--opt=VALUE`: bash splits at `=` too (COMP_WORDBREAKS) and replaces only the text after the last
+    `=` or colon."""
+    assert _complete_bash("bsdcrypt", "status", "--format", "=", "nag") == ["nagios"]
+    assert _complete_bash("bsdcrypt", "status", "--format", "=", "") == ["table", "json", "yaml", "nagios",
+                                                                         "prometheus"]
+    got = _complete_bash("bsdcrypt", "status", "--host", "=", "replay", ":", "freebsd-13.0-hy")
+    assert got == ["freebsd-13.0-hyperv-builtin"]
+    got = _complete_bash("bsdcrypt", "status", "--host", "=", "replay", ":")
+    assert got[: len(SHIPPED)] == SHIPPED
+    assert _complete_bash("bsdcrypt", "status", "--host", "=", "lo") == ["local"]
+
+
 def test_host_completes_recording_files(tmp_path: Path) -> None:
     (tmp_path / "recs").mkdir()
     (tmp_path / "recs" / "fw1.yaml").write_text("x")
