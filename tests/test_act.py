@@ -747,7 +747,7 @@ def test_property_the_backup_equals_the_original_byte_for_byte(data: bytes, mode
 # ---- the one remote command line, whatever the login shell ------------------------------------------
 
 
-def _tcsh() -> str:
+def require_tcsh() -> str:
     path = shutil.which("tcsh") or shutil.which("csh")
     if path:
         return path
@@ -775,7 +775,7 @@ def test_the_input_reaches_the_command_byte_for_byte(data: bytes) -> None:
 @pytest.mark.parametrize("data", [b"", b"no final newline", b"\x00\x01\xff'\\%s%%-n\n\n", bytes(range(256)) * 4])
 def test_the_input_through_a_tcsh_login_shell(data: bytes) -> None:
     """sshd runs `$SHELL -c LINE`; with tcsh (FreeBSD root before 14.0) a multi-line quoted LINE fails."""
-    res = LocalHost(_tcsh()).run("cat; exit 7", input=data)
+    res = LocalHost(require_tcsh()).run("cat; exit 7", input=data)
     assert (res.rc, res.stdout, res.stderr) == (7, data, b"")
 
 
@@ -783,7 +783,7 @@ def test_enable_and_disable_through_a_tcsh_login_shell(root: Path) -> None:
     conf = root / "boot" / "loader.conf"
     original = b'zfs_load="YES"\r\n# caf\xe9 \'quoted\' "%s" \\\naesni_load="NO"'
     write(conf, original)
-    host = LocalHost(_tcsh())
+    host = LocalHost(require_tcsh())
     inp = PlanInput(driver="aesni", state="loaded", attached=True, accelerates_aes=True, is_root=True)
     out = perform(host, plan_enable(inp, read_loader_files(host, str(root)), persist=True, root=str(root)), root=str(root))
     assert out.writes and is_yes(effective(read_loader_files(host, str(root)), "aesni_load"))

@@ -42,6 +42,17 @@ def require_sshd() -> None:
     pytest.skip("/usr/sbin/sshd not installed")
 
 
+def start_or_skip(fleet: LoopbackFleet, addr: str) -> None:
+    """Start the fleet and check a login to `addr`; if none is possible, stop it and skip (fail in CI)."""
+    fleet.start()
+    problem = login_problem(fleet, addr)
+    if problem is not None:
+        fleet.stop()
+        if os.environ.get("BSDCRYPT_REQUIRE_SSHD") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+
+
 def login_problem(fleet: LoopbackFleet, addr: str) -> str | None:
     """Can the tests log in to the fake hosts at all? They log in as the user running them (root in CI).
     An sshd started by another user can only let that user in, and sshd refuses a locked account
@@ -127,13 +138,7 @@ def loopback_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetEn
     for addr, kind in FAULTY.items():
         fleet.add(addr, kind, recs[0])
     fleet.add(LINUX_ADDR, "replay", linux_recording(work / "linux.yaml"))
-    fleet.start()
-    problem = login_problem(fleet, healthy_address(0))
-    if problem is not None:
-        fleet.stop()
-        if os.environ.get("BSDCRYPT_REQUIRE_SSHD") == "1":
-            pytest.fail(problem)
-        pytest.skip(problem)
+    start_or_skip(fleet, healthy_address(0))
     try:
         yield FleetEnv(fleet, healthy, LINUX_ADDR, dict(FAULTY))
     finally:

@@ -8,30 +8,20 @@ multi-line string) in that line is parsed by tcsh, which cannot ("Unmatched '''"
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_act import require_tcsh
 
 from bsdcrypt.act import read_loader_files, safe_write, undo_write
 from bsdcrypt.loaderconf import FileEdit
 
-from .conftest import login_problem, require_sshd
+from .conftest import require_sshd, start_or_skip
 from .loopback import LoopbackFleet
 
 TCSH_ADDR = "127.4.0.1"
 SH_ADDR = "127.4.0.2"
-
-
-def require_tcsh() -> str:
-    path = shutil.which("tcsh") or shutil.which("csh")
-    if path:
-        return path
-    if os.environ.get("BSDCRYPT_REQUIRE_TCSH") == "1":
-        pytest.fail("BSDCRYPT_REQUIRE_TCSH=1 but tcsh is missing (apt install tcsh)")
-    pytest.skip("tcsh not installed")
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +31,7 @@ def shell_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackFl
     fleet = LoopbackFleet(tmp_path_factory.mktemp("sshd-shells") / "fleet")
     fleet.add(TCSH_ADDR, "shell", shell=tcsh)
     fleet.add(SH_ADDR, "shell", shell="/bin/sh")
-    fleet.start()
-    problem = login_problem(fleet, TCSH_ADDR)
-    if problem is not None:
-        fleet.stop()
-        if os.environ.get("BSDCRYPT_REQUIRE_SSHD") == "1":
-            pytest.fail(problem)
-        pytest.skip(problem)
+    start_or_skip(fleet, TCSH_ADDR)
     try:
         yield fleet
     finally:
