@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fleet.loopback import SSHD_LOGIN_OPTIONS
 
 from bsdcrypt.analyze import STANDALONE_TOKEN
 from bsdcrypt.pipeline import status_of
@@ -84,14 +85,7 @@ def sshd() -> Iterator[Sshd]:
         f"HostKey {work / 'host_key'}",
         f"PidFile {work / 'sshd.pid'}",
         f"AuthorizedKeysFile {work / 'authorized_keys'}",
-        "PermitRootLogin prohibit-password",
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UsePAM no",
-        "StrictModes no",
-        "UseDNS no",
-        "PrintMotd no",
+        *SSHD_LOGIN_OPTIONS,
         "Subsystem sftp internal-sftp",
         "LogLevel VERBOSE",
     ]) + "\n")

@@ -34,6 +34,17 @@ from pathlib import Path
 SSHD = "/usr/sbin/sshd"
 PLACEHOLDER = "@@bsdcrypt-fakehost0000"
 MAX_LISTEN = 16  # sshd's MAX_LISTEN_SOCKS
+# Every test sshd: key logins only, no PAM, no DNS, no checks of the test files' modes, quiet logins.
+SSHD_LOGIN_OPTIONS = (
+    "PermitRootLogin prohibit-password",
+    "PubkeyAuthentication yes",
+    "PasswordAuthentication no",
+    "KbdInteractiveAuthentication no",
+    "UsePAM no",
+    "StrictModes no",
+    "UseDNS no",
+    "PrintMotd no",
+)
 
 FAKEHOST_SH = r"""#!/bin/sh
 # bsdcrypt test fleet: answer the probe as the host bound to this local address.
@@ -203,14 +214,7 @@ class LoopbackFleet:
             f"HostKey {self.host_key}",
             f"PidFile {w}/sshd.{n}.pid",
             f"AuthorizedKeysFile {w}/authorized_keys",
-            "PermitRootLogin prohibit-password",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "UsePAM no",
-            "StrictModes no",
-            "UseDNS no",
-            "PrintMotd no",
+            *SSHD_LOGIN_OPTIONS,
             "PrintLastLog no",
             "MaxStartups 4000",
             "MaxSessions 4",
