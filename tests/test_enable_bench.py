@@ -87,17 +87,7 @@ def test_enable_bench_measures_before_and_after_the_kldload(host: FreeBSDHost) -
 
 
 def test_enable_bench_on_a_builtin_driver_reports_no_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    h = FreeBSDHost(crypto="accelerated software")
-    ev = _evidence("freebsd-13.0-hyperv-builtin")
-
-    def run(command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
-        if PROBE_MAGIC in command:
-            token = re.search(r"^T=(\S+)$", command, re.M).group(1)  # type: ignore[union-attr]
-            return RunResult(0, render(ev, token))  # type: ignore[arg-type]
-        return ScriptedHost.run(h, command, input=input, timeout=timeout)
-
-    h.run = run  # type: ignore[method-assign]
-    monkeypatch.setattr("bsdcrypt.host.parse_host_spec", lambda spec: h)
+    h = _builtin_host(monkeypatch)
     result = CliRunner().invoke(_app(), ["enable", "--bench", "--yes", "--host", "x"])  # type: ignore[arg-type]
     assert result.exit_code == 0, result.output
     assert not any("kldload" in c for c in h.commands)
