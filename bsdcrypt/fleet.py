@@ -28,12 +28,10 @@ import os
 import queue
 import re
 import resource
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -42,6 +40,7 @@ from bsdcrypt import verbose
 from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
 from bsdcrypt.host import Host, RunResult
 from bsdcrypt.hostsfile import Duplicate, HostEntry
+from bsdcrypt.interrupts import Interrupted, signals_ignored, signame_of
 from bsdcrypt.probe import PROBE_MAGIC
 from bsdcrypt.status import EXIT_CODES, Finding, Status, error_status, worst_verdict
 
@@ -155,22 +154,16 @@ class _Duplicate(Exception):
         self.first = first
 
 
-class FleetInterrupted(KeyboardInterrupt):
+class FleetInterrupted(Interrupted):
     """Ctrl-C or SIGTERM during a fleet run; raised by run_fleet once the hosts in flight were aborted
     and their ProxyCommands killed, with what the run had got to."""
 
     def __init__(self, signame: str = "SIGINT") -> None:
         super().__init__(signame)
-        self.signame = signame
         self.counted = False  # set by run_fleet: the interrupt came while hosts were being audited
         self.done = 0
         self.in_flight = 0
         self.not_started = 0
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number, as a shell reports a command killed by it: 130 (SIGINT), 143 (SIGTERM)."""
-        return 128 + int(signal.Signals[self.signame])
 
     def describe(self) -> str:
         if not self.counted:
@@ -432,21 +425,6 @@ class FleetRun:
         return sum(1 for r in self.results if r.error is not None)
 
 
-@contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """While an interrupted run cleans up (GRACE seconds at most), a second Ctrl-C or SIGTERM must not cut
-    the cleanup short: they are ignored meanwhile."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-
-
 def _duplicate_notes(entries: Sequence[HostEntry], dup_of: dict[int, int]) -> list[str]:
     """One note per audited line that had duplicates, in line order; `dup_of` maps a duplicate's index
     to the index of the line it is a duplicate of (which may be a duplicate itself)."""
@@ -596,12 +574,12 @@ def run_fleet(
             if progress:
                 progress.tick()
     except BaseException as exc:
-        with _signals_ignored():
+        with signals_ignored():  # a second Ctrl-C/SIGTERM must not cut this bounded cleanup short
             in_flight = _stop(stopping, lock, running, threads)
             if progress:
                 progress.finish()
         if isinstance(exc, KeyboardInterrupt):
-            interrupted = exc if isinstance(exc, FleetInterrupted) else FleetInterrupted("SIGINT")
+            interrupted = exc if isinstance(exc, FleetInterrupted) else FleetInterrupted(signame_of(exc))
             interrupted.counted, interrupted.done, interrupted.in_flight = True, done, in_flight
             interrupted.not_started = max(0, total - done - in_flight)
             if interrupted is exc:
