@@ -281,30 +281,17 @@ def status(
 
 MONITORING_FORMATS = ("nagios", "prometheus")
 
-# Remedies where fleet-audit's do not fit a single `status` run (it has no --accept-new).
-_STATUS_REMEDIES = {
-    "hostkey-unknown": (
-        "Verify the key's fingerprint with the host's admin, then add it to known_hosts "
-        "(`ssh HOST` once, or `bsdcrypt fleet-audit --accept-new`)."
-    ),
-    "error": "Run `bsdcrypt status` by hand to see the error.",
-}
-
-
 def host_failure(exc: BsdcryptError) -> tuple[str, str]:
     """(finding id, remedy) of a host `status` could not assess: `host-<kind>` with the kinds and
     remedies of fleet-audit's `fleet-<kind>` (refused, timeout, no-ssh, auth, hostkey-*, garbage...),
     `host-error` when the error names no kind (e.g. a recording that cannot be read)."""
-    from bsdcrypt.errors import HostError, ProbeError
+    from bsdcrypt.errors import HostError, ProbeError, kind_of, status_remedy
 
-    kind = "garbage" if isinstance(exc, ProbeError) else getattr(exc, "kind", None)
-    if isinstance(exc, (HostError, ProbeError)) and isinstance(kind, str):
-        from bsdcrypt.fleet import REMEDIES
-
-        remedy = _STATUS_REMEDIES.get(kind) or REMEDIES.get(kind)
-        if remedy:
-            return f"host-{kind}", remedy
-    return "host-error", _STATUS_REMEDIES["error"]
+    kind = "garbage" if isinstance(exc, ProbeError) else kind_of(exc)
+    remedy = status_remedy(kind) if isinstance(exc, (HostError, ProbeError)) else None
+    if remedy:
+        return f"host-{kind}", remedy
+    return "host-error", status_remedy("error") or ""
 
 
 def write_report(text: str, output: str | None) -> None:
