@@ -350,6 +350,7 @@ class SSHHost:
         offered: set[bytes] = set()
         file_keys: list[tuple[str, paramiko.PKey]] = []
         file_blobs: set[bytes] = set()
+        unloaded = False  # an IdentityFile whose private key cannot be read here (the agent may hold it)
         for path in t.identity_files:
             loaded = ctx.key_file(path)
             if isinstance(loaded, str):
@@ -358,18 +359,28 @@ class SSHHost:
                 pub = _public_blob_of_file(path)
                 if pub is not None:
                     file_blobs.add(pub)
+                    unloaded = True
                 continue
             file_keys.append((path, loaded))
             file_blobs.add(loaded.asbytes())
+        local = {key.asbytes(): (path, key) for path, key in file_keys}
         agent: paramiko.Agent | None = None
         candidates: list[tuple[str, paramiko.PKey]] = []
-        if ctx.use_agent and os.environ.get("SSH_AUTH_SOCK"):
+        # The agent is asked only when it can add a key: with IdentitiesOnly and every IdentityFile loaded
+        # here, it holds nothing that may be offered. A key held both by the agent and in a loadable
+        # IdentityFile is signed here, in ssh's order, without a round trip to the agent (~1 ms a host).
+        agent_useful = not t.identities_only or unloaded
+        if ctx.use_agent and agent_useful and os.environ.get("SSH_AUTH_SOCK"):
             try:
                 agent = paramiko.Agent()
                 for ak in agent.get_keys():
-                    if t.identities_only and ak.asbytes() not in file_blobs:
+                    blob = ak.asbytes()
+                    if t.identities_only and blob not in file_blobs:
                         continue
-                    candidates.append((f"agent key {ak.comment or fingerprint(ak.asbytes())}", ak))
+                    if blob in local:
+                        candidates.append(local[blob])
+                        continue
+                    candidates.append((f"agent key {ak.comment or fingerprint(blob)}", ak))
             except (paramiko.SSHException, OSError) as exc:
                 notes.append(f"ssh-agent unusable: {exc}")
         candidates += file_keys
