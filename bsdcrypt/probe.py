@@ -66,8 +66,9 @@ FRAME_FUNCTION = (
 # given; GNU dd alike). The output is byte for byte what the steps print. dd runs with SIGHUP and
 # SIGTERM ignored (inherited across exec; FreeBSD's dd sets handlers for SIGINFO and SIGINT only):
 # when a timeout terminates the probe's process group, dd still writes the steps that finished. The
-# first step is written directly, so even a probe killed outright (SIGKILL, SIGINT) leaves a complete
-# frame: its output reads as cut off, never as garbage. Without dd the steps are written directly.
+# first step goes out on its own, before the others run, so even a probe killed outright (SIGKILL,
+# SIGINT) leaves a complete frame: its output reads as cut off, never as garbage. Two writes in all.
+# Without dd the steps are written directly.
 BUFFER_COMMAND = "dd ibs=65536 obs=1048576 2>/dev/null"
 
 
@@ -89,11 +90,11 @@ def build_script(token: str, *, buffered: bool = True) -> str:
     )
     steps += [f"s {sh_quote('exists:' + path)} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
     if buffered:
-        lines.append(steps[0])
         lines += ["bsdcrypt_steps() {", *(f"  {line}" for line in steps[1:]), "}"]
         lines.append("if command -v dd >/dev/null 2>&1; then")
+        lines.append(f"  {steps[0]} | {BUFFER_COMMAND}")
         lines.append(f"  bsdcrypt_steps | (trap '' HUP TERM; exec {BUFFER_COMMAND})")
-        lines.append("else bsdcrypt_steps; fi")
+        lines.append(f"else {steps[0]}; bsdcrypt_steps; fi")
     else:
         lines += steps
     lines.append("exit 0")

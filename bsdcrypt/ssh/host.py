@@ -438,7 +438,7 @@ class SSHHost:
             remote, stdin = REMOTE_COMMAND, stdin_script(command, input)
             self._next_phase("exec")
             chan.settimeout(self._remaining())
-            chan.exec_command(remote)
+            _exec_without_waiting(transport, chan, remote)
             self.execs += 1
             self._next_phase("sending the script")
             chan.sendall(stdin)
@@ -466,6 +466,8 @@ class SSHHost:
             self._next_phase("waiting for the exit status")
             while not chan.status_event.wait(min(self._remaining(), 0.5)):
                 pass
+            if not chan.event_ready and not out and not chan.exit_status_ready():
+                raise SSHError("protocol", f"{self.target.hostname} refused to run {remote!r} (exec request denied)")
             # -1: the channel closed without an exit status (killed by a signal, or cut off)
             rc = chan.exit_status if chan.exit_status_ready() else -1
             return RunResult(rc, b"".join(out), b"".join(err))
@@ -507,3 +509,21 @@ class SSHHost:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _exec_without_waiting(transport: paramiko.Transport, chan: paramiko.Channel, command: str) -> None:
+    """`chan.exec_command(command)` without waiting for the server's reply before the script follows.
+
+    ssh(1) does the same (`ssh host sh -s < script` sends the exec request, the data and EOF at once):
+    sshd handles a channel's messages in order, so the command runs before the data reaches it. A
+    refusal closes the channel (paramiko's _request_failed), which `_exec` reports once the output ends;
+    a success sets `chan.event_ready`. One wait for a round trip, and its thread handoff, less per host.
+    """
+    m = paramiko.Message()
+    m.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
+    m.add_int(chan.remote_chanid)
+    m.add_string("exec")
+    m.add_boolean(True)
+    m.add_string(command)
+    chan._event_pending()  # type: ignore[attr-defined]  # noqa: SLF001 - the reply's handler sets what exec_command would wait for
+    transport._send_user_message(m)  # type: ignore[attr-defined]  # noqa: SLF001
