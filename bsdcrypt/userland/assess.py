@@ -241,11 +241,10 @@ def _override_finding(s: Status, o: OverrideInfo) -> list[Finding]:
             )
         ]
     if o.hazard in ("plus", "no-0x", "stale", "replaces-w1", "unreadable"):
-        severity = "warning"
         return [
             Finding(
                 f"userland-override-{o.hazard}",
-                severity,
+                "warning",
                 f"OPENSSL_ia32cap at {_where(o)}: {o.message}.",
                 "Recompute it on this host with `bsdcrypt userland` (trial and before/after), or remove it "
                 "(`bsdcrypt userland --check --remove`).",
