@@ -138,9 +138,12 @@ def parse(output: str, value: str, old: bool) -> Trials:
     return out
 
 
-def run(host: Host, openssl: str, value: str, baseline: str | None = None, *, old: bool = False) -> Trials:
-    """Run the trials on the host (every child harmless if it dies) and say how each ended."""
-    text = script(openssl, value, baseline, old)
+def run(
+    host: Host, openssl: str, value: str, baseline: str | None = None, *, old: bool = False,
+    which: tuple[str, ...] | None = None,
+) -> Trials:
+    """Run the trials (all, or `which`) on the host, every child harmless if it dies; say how each ended."""
+    text = script(openssl, value, baseline, old, which)
     per = OLD_SECONDS if old else TIMEOUT_S
     res = host.run(text, timeout=len(TRIALS) * 2 * (per + 5) + 60)
     return parse(res.stdout.decode("utf-8", "replace"), value, old)
