@@ -10,6 +10,7 @@ No timing assertions: the figures are only checked to exist.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -29,6 +30,10 @@ runner = CliRunner()
 
 OPENSSL = shutil.which("openssl")
 QEMU = shutil.which("qemu-x86_64")
+# In CI (BSDCRYPT_REQUIRE_QEMU=1, .ci/run) these must run: a missing tool is a failure, never a skip.
+_REQUIRED = os.environ.get("BSDCRYPT_REQUIRE_QEMU") == "1"
+if _REQUIRED and (QEMU is None or OPENSSL is None):
+    raise RuntimeError("BSDCRYPT_REQUIRE_QEMU=1 but qemu-x86_64 or openssl is missing (apt install qemu-user openssl)")
 need_openssl = pytest.mark.skipif(OPENSSL is None, reason="needs openssl (.ci/run installs it)")
 need_qemu = pytest.mark.skipif(QEMU is None or OPENSSL is None, reason="needs qemu-user (.ci/run installs it)")
 
