@@ -115,3 +115,11 @@ def test_absent_steps_are_unknown() -> None:
     s = assess(ev, "h", "test")
     assert s.userland_aes.libraries is None and s.userland_aes.overrides is None
     assert "Userland" not in table(s)
+
+
+def test_hostile_override_lines_bring_no_control_characters() -> None:
+    line = "/etc/rc.conf.d/t\x1b[2Jor:3:tor_env=\"OPENSSL_ia32cap=\x1b[31m0x1\"\n"
+    s = assess(_debian({"aes", "pclmulqdq"}, cpuinfo=NEHALEM, overrides=line), "h", "test")
+    (o,) = s.userland_aes.overrides or []
+    assert o.hazard == "unreadable" and o.value is None and "\x1b" not in o.file
+    assert "\x1b" not in table(s) and "\x1b" not in nagios(s)

@@ -171,6 +171,7 @@ def userland(
     text: list[str] = []
 
     def out(line: str = "") -> None:
+        line = "".join(c if c.isprintable() else "?" for c in line)  # values read from files: no raw controls
         text.append(line)
         if fmt == "text":
             typer.echo(line)

@@ -82,6 +82,11 @@ def services(ev: Evidence) -> list[ServiceLinkInfo] | None:
     return out
 
 
+def _safe(text: str) -> str:
+    """A file name as read from the host, with control characters shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def _scope(path: str, text: str) -> tuple[str, str | None]:
     m = _DROPIN.match(path)
     if m:
@@ -105,7 +110,7 @@ def overrides(ev: Evidence, detected: tuple[int, ...] | None, lib: ia32cap.Libra
         parts = raw.split(":", 2)
         if len(parts) < 3 or not parts[1].isdigit():
             continue
-        path, line, content = parts[0], int(parts[1]), parts[2]
+        path, line, content = _safe(parts[0]), int(parts[1]), parts[2]
         if content.lstrip().startswith("#"):
             continue  # a comment: rc.conf, drop-ins, profile and login.conf alike ignore it
         scope, service = _scope(path, content)
@@ -115,6 +120,10 @@ def overrides(ev: Evidence, detected: tuple[int, ...] | None, lib: ia32cap.Libra
                                     "OPENSSL_ia32cap is named here but its value cannot be read"))
             continue
         value = m.group(1)
+        if not (value.isascii() and value.isprintable()):
+            out.append(OverrideInfo(path, line, None, scope, service, "unreadable",
+                                    "OPENSSL_ia32cap is set here to a value with control or non-ASCII characters"))
+            continue
         hazard, message = ia32cap.classify_override(value, detected, lib)
         out.append(OverrideInfo(path, line, value, scope, service, hazard, message))
     return out
