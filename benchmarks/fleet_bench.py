@@ -195,10 +195,10 @@ def run(args: argparse.Namespace) -> None:
     groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for rec, (steps, fields) in newer.items():
         groups.setdefault((tuple(steps), tuple(fields)), []).append(rec.stem)
-    for (steps, fields), names in groups.items():
-        print(f"{len(names)} recordings predate the steps {', '.join(steps)}: their hosts answer them as hosts "
+    for (lacks, differ), names in groups.items():
+        print(f"{len(names)} recordings predate the steps {', '.join(lacks)}: their hosts answer them as hosts "
               f"without those programs; expected status = the fake host's own output, which differs from the golden "
-              f"one in {', '.join(fields) or 'nothing'}")
+              f"one in {', '.join(differ) or 'nothing'}")
     env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", IN_NETNS)}
     before_dir = None
     if args.before and "before" in wanted:
