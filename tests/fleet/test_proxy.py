@@ -160,7 +160,7 @@ def test_what_a_proxy_command_left_behind_is_killed(tmp_path: Path, leader: str)
     # a timeout (the child holds the output open) or a proxy row (the input has no reader left: sh gives a
     # background job /dev/null as its stdin), depending on who is first; the point is what is left after
     assert r.error_kind in ("timeout", "proxy"), r.error
-    assert wait_until(pidfile.exists, 5)
+    assert wait_until(lambda: pidfile.exists() and pidfile.read_text().endswith("\n"), 5)  # written whole
     child = int(pidfile.read_text())
     assert wait_until(lambda: not alive(child), 5), f"the ProxyCommand's child {child} survived"
 
