@@ -451,8 +451,10 @@ class SSHHost:
 
     def _exec(self, transport: paramiko.Transport, command: str, input: bytes | None) -> RunResult:
         self._next_phase("opening the session")
-        # The channel's window bounds what paramiko buffers unread for us: no larger than the output allowed.
-        window = min(DEFAULT_WINDOW_SIZE, max(self.max_output, DEFAULT_MAX_PACKET_SIZE))
+        # The channel's window bounds what paramiko buffers unread for us: half the output allowed (fleet-audit:
+        # 512 KiB, so a real probe, <= 51 KB, still needs no window adjustment: paramiko sends one per tenth of
+        # the window read), paramiko's 2 MiB for the commands allowed 32 MiB.
+        window = min(DEFAULT_WINDOW_SIZE, max(self.max_output // 2, DEFAULT_MAX_PACKET_SIZE))
         chan = transport.open_session(window_size=window, timeout=self._remaining())
         try:
             # Always the one line every login shell parses alike (csh/tcsh too): see host.REMOTE_COMMAND.
