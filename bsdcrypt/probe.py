@@ -35,7 +35,8 @@ CRYPTO_LINKS = (
 )
 # Where a per-service or (wrongly) global OPENSSL_ia32cap can live, FreeBSD and Linux alike.
 OVERRIDE_FILES = (
-    "/etc/rc.conf /etc/rc.conf.local /etc/rc.conf.d/* /usr/local/etc/rc.conf.d/* /etc/login.conf "
+    "/etc/rc.conf /etc/rc.conf.local /etc/rc.conf.d/* /etc/rc.conf.d/*/* /usr/local/etc/rc.conf.d/* "
+    "/usr/local/etc/rc.conf.d/*/* /etc/login.conf "
     "/etc/environment /etc/profile /etc/default/tor /etc/systemd/system/*.service.d/*.conf"
 )
 IA32CAP_OVERRIDES = (
