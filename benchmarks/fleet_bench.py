@@ -37,6 +37,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -253,6 +254,7 @@ def run(args: argparse.Namespace) -> None:
                     m = run_measured(cmd, dict(env, PYTHONPATH=str(cwd)), cwd)
                     conns, execs = fleet.counts(mark)
                     one_each = all(conns[a] == 1 and execs[a] == 1 for a in addrs)
+                    failed = 0
                     if name.startswith("bsdcrypt"):
                         problem = check_report(work / "report.json", expect_before if cwd == before_dir else expect,
                                                n) if m["rc"] in (0, 1, 2, 3) \
@@ -260,10 +262,16 @@ def run(args: argparse.Namespace) -> None:
                     else:
                         kind = name.split()[-1]
                         want = sum(expected_bytes[rec_of[a]][kind] for a in addrs) if kind != "oneline" else None
-                        problem = None if m["out"].startswith(f"{n} hosts,") and " 0 failed" in m["out"] else \
+                        got = re.match(r"(\d+) hosts, (\d+) bytes, (\d+) failed", m["out"])
+                        failed = int(got.group(3)) if got else n
+                        # A stock paramiko client fails a host now and then under this load ("Invalid packet
+                        # blocking"): counted and shown, not fatal, up to 1 % of the hosts.
+                        problem = None if got and int(got.group(1)) == n and failed <= n // 100 else \
                             f"{m['out'].strip()} {m['err'][-300:]}"
-                        if problem is None and want is not None and f" {want} bytes" not in m["out"]:
+                        if problem is None and got and failed == 0 and want is not None and int(got.group(2)) != want:
                             problem = f"expected {want} bytes: {m['out'].strip()}"
+                        if failed:
+                            print(f"{name}: {failed} failed host(s): {m['err'].strip().splitlines()[-1][:200]}")
                     row = {
                         "tool": name, "hosts": n, "round": rnd + 1, "wall_s": round(m["wall"], 2),
                         "hosts_per_s": round(n / m["wall"], 1),
@@ -271,7 +279,7 @@ def run(args: argparse.Namespace) -> None:
                         "cpu_ms_per_host_no_startup": round(1000 * (m["cpu"] - startup[name]) / n, 2),
                         "peak_rss_mb": round(m["rss_mb"], 1),
                         "segments_per_host": round(m["segments"] / n, 1),
-                        "one_conn_one_exec_each": one_each, "problem": problem,
+                        "one_conn_one_exec_each": one_each, "failed": failed, "problem": problem,
                     }
                     results.append(row)
                     print(json.dumps(row), flush=True)
