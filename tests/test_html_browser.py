@@ -173,3 +173,22 @@ def test_status_page_for_one_host(browser: Browser, tmp_path: Path) -> None:
     assert b.js("return document.querySelector('details.host').open")
     assert_clean(b, url)
     b.screenshot("status.png")
+
+
+def test_bench_comparison_page(browser: Browser, tmp_path: Path) -> None:
+    from test_bench_html import published_pair
+
+    from bsdcrypt.bench.records import label, load
+    from bsdcrypt.render.html import BenchRun, bench_page
+
+    runs = [BenchRun(f"{n}: {label(load(p))}", load(p), key=str(n)) for n, p in enumerate(published_pair(tmp_path), 1)]
+    path = tmp_path / "compare.html"
+    path.write_text(bench_page(runs, title="bsdcrypt bench comparison", command="bench --compare", source="records",
+                               ratios=["run 2 vs run 1, write: 5.3x"]))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    widths = b.js("return Array.from(document.querySelectorAll('svg.chart rect')).map(r => r.getBBox().width)")
+    assert len(widths) == 2 and widths[0] < widths[1]  # drawn, software shorter than accelerated
+    assert_clean(b, url)
+    b.screenshot("bench-compare.png")

@@ -361,8 +361,9 @@ def status_page(status: Status, spec: str) -> str:
 class BenchRun:
     """One bench record to chart: where it ran, its crypto path, its measurements."""
 
-    label: str  # e.g. "before", a record's file name
+    label: str  # e.g. "before", "1: host 2026-12-01 10:00 (after)"
     result: BenchResult
+    key: str = ""  # the run's short name in the chart ("1", "before"); none for a single run
 
 
 def _whisker(m: Any) -> tuple[float, float] | None:
@@ -388,26 +389,37 @@ def bench_chart(runs: Sequence[BenchRun]) -> Any:
             res = br.result
             g, c = res.get("geli", d), res.get("md", d)
             if g is not None:
-                spread = "" if g.single else f", spread {g.spread_pct or 0:.1f}% over {len(g.samples)} runs"
                 bars.append(svg.Bar(
-                    f"{br.label}: GELI ({res.crypto or 'crypto unknown'})",
+                    f"{br.key + ': ' if br.key else ''}GELI ({res.crypto or 'crypto unknown'})",
                     (svg.Segment(_crypto_key(res.crypto), g.median_mib_s),),
-                    text=f"{g.median_mib_s:.0f} MiB/s{spread}",
+                    text=_mib_text(g),
                     whisker=_whisker(g),
                 ))
             if c is not None:
                 bars.append(svg.Bar(
-                    f"{br.label}: bare md (ceiling)",
+                    f"{br.key + ': ' if br.key else ''}bare md (ceiling)",
                     (svg.Segment("ceiling", c.median_mib_s),),
-                    text=f"{c.median_mib_s:.0f} MiB/s",
+                    text=_mib_text(c),
                     whisker=_whisker(c),
                 ))
         groups.append(svg.Group(f"{d} (MiB/s, median)", bars))
-    return svg.hbar_chart(groups, title="GELI throughput and the md ceiling", width=760, label_width=300,
-                          value_width=190)
+    return svg.hbar_chart(groups, title="GELI throughput and the md ceiling", width=800, label_width=270,
+                          value_width=230)
 
 
-def bench_view(runs: Sequence[BenchRun], speedup: Speedup | None = None) -> dict[str, Any]:
+def _mib_text(m: Any) -> str:
+    text = f"{m.median_mib_s:.0f} MiB/s"
+    return text if m.single else f"{text} ({len(m.samples)} runs, spread {m.spread_pct or 0:.1f}%)"
+
+
+def speedup_texts(speedup: Speedup | None) -> list[str]:
+    """enable --bench's before/after ratios as tile texts ("write: 5.3x")."""
+    if speedup is None:
+        return []
+    return [f"{d}: {r:.1f}x" for d, r in speedup.ratio.items() if r is not None]
+
+
+def bench_view(runs: Sequence[BenchRun], ratios: Sequence[str] = (), note: str = "") -> dict[str, Any]:
     rows = []
     for br in runs:
         res = br.result
@@ -426,11 +438,6 @@ def bench_view(runs: Sequence[BenchRun], speedup: Speedup | None = None) -> dict
                 "params": f"{res.geli_algorithm or p.ealgo} {res.geli_keylength or p.keylen}, sector {p.sectorsize}, "
                           f"bs={p.bs} iodepth={p.iodepth} jobs={res.numjobs} {p.runtime_s}s",
             })
-    ratios = []
-    if speedup is not None:
-        for d, ratio in speedup.ratio.items():
-            if ratio is not None:
-                ratios.append(f"{d}: {ratio:.1f}x")
     hosts = []
     for br in runs:
         h = br.result.host
@@ -446,15 +453,16 @@ def bench_view(runs: Sequence[BenchRun], speedup: Speedup | None = None) -> dict
         })
     return {
         "chart": bench_chart(runs) if runs else None,
+        "legend": [(br.key, br.label) for br in runs if br.key and br.key != br.label],
         "rows": rows,
         "hosts": hosts,
-        "speedup": ratios,
-        "note": speedup.note if speedup is not None else "",
+        "speedup": list(ratios),
+        "note": note,
     }
 
 
 def bench_page(runs: Sequence[BenchRun], *, title: str, command: str, source: str,
-               speedup: Speedup | None = None) -> str:
+               ratios: Sequence[str] = (), note: str = "") -> str:
     """`bench --format html`, `enable --bench --bench-html` and `bench --compare --format html`."""
     meta = [
         ("Generated", _now()),
@@ -463,4 +471,4 @@ def bench_page(runs: Sequence[BenchRun], *, title: str, command: str, source: st
         ("Runs", str(len(runs))),
         ("Tool", f"bsdcrypt {__version__}, {command}"),
     ]
-    return _page("bench.html.j2", title=title, meta=meta, bench=bench_view(runs, speedup))
+    return _page("bench.html.j2", title=title, meta=meta, bench=bench_view(runs, ratios, note))
