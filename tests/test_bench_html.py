@@ -164,7 +164,7 @@ def test_bench_format_html_with_repeat_has_whiskers(scripted: ScriptedHost, tmp_
 def test_userland_and_cleanup_refuse_html(scripted: ScriptedHost) -> None:
     for flag in ("--userland", "--cleanup"):
         res = runner.invoke(_app(), ["bench", flag, "-f", "html"])  # type: ignore[arg-type]
-        assert res.exit_code == 3 and "no html report" in res.stderr
+        assert res.exit_code == 3 and "no HTML report" in res.stderr
 
 
 def test_enable_bench_html_charts_before_and_after(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -522,10 +522,12 @@ def register(app: typer.Typer) -> None:
             fail(f"unexpected argument {records[0]!r}: only bench --compare reads records")
         if fmt not in FORMATS:
             fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-        if userland and fmt in ("prometheus", "html"):
-            fail(f"--userland has no {fmt} report; use --format table, json or yaml")
-        if cleanup and fmt in ("prometheus", "html"):
-            fail(f"--cleanup has no {fmt} report; use --format table, json or yaml")
+        if userland and fmt == "prometheus":
+            fail("--userland has no Prometheus metrics; use --format json or yaml")
+        if cleanup and fmt == "prometheus":
+            fail("--cleanup has no Prometheus metrics; use --format table, json or yaml")
+        if (userland or cleanup) and fmt == "html":
+            fail(f"{'--userland' if userland else '--cleanup'} has no HTML report; use --format table, json or yaml")
         if host.startswith("replay:"):
             fail("bench measures a live host (local or over SSH); a recording cannot run commands")
         if output is not None and output != "-":
