@@ -114,14 +114,15 @@ class Browser:
         return list(self.driver.get_log("browser"))
 
     def requests(self) -> list[str]:
-        """Every URL requested since the last call, but the browser's own pages (chrome://, about:
-        — its start page loads them; they never touch a network)."""
+        """Every URL requested since the last call, but the browser's own pages (chrome://, about:,
+        and the data: images its start page loads; none touches a network). That the report itself
+        has no data: URL is checked on its text (test_render_html)."""
         urls = []
         for entry in self.driver.get_log("performance"):
             msg = json.loads(entry["message"])["message"]
             if msg.get("method") == "Network.requestWillBeSent":
                 url = msg["params"]["request"]["url"]
-                if not url.startswith(("chrome://", "chrome-untrusted://", "about:")):
+                if not url.startswith(("chrome://", "chrome-untrusted://", "about:", "data:")):
                     urls.append(url)
         return urls
 
@@ -143,7 +144,7 @@ def visible_rows(b: Browser) -> list[dict[str, Any]]:
     return list(b.js(
         "return Array.from(document.querySelectorAll('#host-table tbody tr')).filter(r => !r.hidden)"
         ".map(r => ({v: r.dataset.v, host: r.cells[0].textContent, hk: Number(r.cells[0].dataset.k),"
-        " vk: Number(r.cells[6].dataset.k), os: r.cells[1].textContent}))"
+        " vk: ['critical', 'warning', 'unknown', 'ok'].indexOf(r.dataset.v), os: r.cells[1].textContent}))"
     ))
 
 

@@ -150,9 +150,9 @@ def test_hostile_text_shows_as_text(browser: Browser, tmp_path: Path) -> None:
     assert b.js("return window.__pwned === undefined")
     assert b.js("return document.scripts.length") == 1 and b.js("return document.images.length") == 0
     assert b.js("return document.querySelectorAll('[onmouseover],[onerror]').length") == 0
-    summaries = b.js("return Array.from(document.querySelectorAll('details.host summary')).map(s => s.textContent)")
+    summaries = b.js("return Array.from(document.querySelectorAll('details summary')).map(s => s.textContent)")
     assert any(visible(HOSTILE_NAME) in s for s in summaries), summaries
-    facts = b.js("return Array.from(document.querySelectorAll('dl.facts dd')).map(x => x.textContent).join(' ')")
+    facts = b.js("return Array.from(document.querySelectorAll('.details p.kv')).map(x => x.textContent).join(' ')")
     assert visible(HOSTILE_CPU) in facts and HOSTILE_VALUE in facts
     assert visible(HOSTILE_NAME) in b.js("return document.title")
     assert_clean(b, url)
@@ -169,8 +169,8 @@ def test_status_page_for_one_host(browser: Browser, tmp_path: Path) -> None:
     b = browser
     b.console(), b.requests()
     url = b.open(path)
-    b.wait(lambda d: d.execute_script("return document.querySelectorAll('pre.cmd button.copy').length") > 0)
-    assert b.js("return document.querySelector('details.host').open")
+    b.wait(lambda d: d.execute_script("return document.querySelectorAll('.details li pre button.copy').length") > 0)
+    assert b.js("return document.querySelector('details').open")
     assert_clean(b, url)
     b.screenshot("status.png")
 

@@ -33,7 +33,14 @@ class Page(HTMLParser):
         self.done: list[dict[str, Any]] = []
         self.feed(text)
 
+    def _close_td(self) -> None:
+        """</td> is optional in HTML (the report leaves it out): a new cell or the row's end closes it."""
+        if self.stack and self.stack[-1]["tag"] == "td":
+            self.handle_endtag("td")
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "td":
+            self._close_td()
         self.elements.append((tag, dict(attrs)))
         if tag not in ("meta", "br", "input", "path", "rect"):
             self.stack.append({"tag": tag, "attrs": dict(attrs), "text": ""})
@@ -44,6 +51,8 @@ class Page(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in ("meta", "br", "input", "path", "rect"):
             return
+        if tag == "tr":
+            self._close_td()
         node = self.stack.pop()
         assert node["tag"] == tag, f"</{tag}> closes <{node['tag']}>"
         self.done.append(node)
@@ -87,7 +96,7 @@ def test_every_row_of_the_text_table_in_its_order(recordings_run: fleet.FleetRun
     for node, r in zip(body_rows, ordered, strict=True):
         cells = fleet.row(r)
         assert node["attrs"]["data-v"] == r.verdict
-        for value in (cells["host"], cells["os"], cells["driver"], cells["finding"]):
+        for value in (cells["host"], cells["os"], cells["driver"], fleet._clip(cells["finding"])):
             assert visible(value) in node["text"]
     failed = next(n for n in body_rows if "db1.example.org" in n["text"])
     assert "refused: connection refused" in failed["text"] and "failed" in failed["attrs"]["class"]
@@ -95,10 +104,10 @@ def test_every_row_of_the_text_table_in_its_order(recordings_run: fleet.FleetRun
 
 def test_every_finding_has_its_remedy_in_a_copyable_block(recordings_run: fleet.FleetRun, page_text: str) -> None:
     page = Page(page_text)
-    remedies = [n["text"] for n in page.find("pre", "cmd")]
+    remedies = [n["text"] for n in page.find("pre")]
     expected = [f.remedy for r in fleet.sort_results(recordings_run.results) for f in r.status.findings]
     assert remedies == [visible(x) for x in expected]
-    assert len(page.find("details", "host")) == len(recordings_run.results)
+    assert len(page.find("details")) == len(recordings_run.results)
 
 
 def test_tiles_and_charts_count_the_hosts(recordings_run: fleet.FleetRun, page_text: str) -> None:
@@ -141,6 +150,7 @@ def test_nothing_can_load_or_run_from_elsewhere(page_text: str) -> None:
             assert name not in ("style", "src", "srcset", "action"), (tag, name)
             if name == "href":
                 assert (value or "").startswith("#"), value
+            assert "data:" not in (value or "") and "javascript:" not in (value or ""), (tag, name, value)
     urls = set(re.findall(r"[a-z]+://[^\s\"'<>)]+", page_text))
     assert urls <= {"http://www.w3.org/2000/svg"}, urls
 
@@ -156,9 +166,9 @@ def test_hostile_text_is_escaped_and_controls_are_spelled_out(tmp_path: Path) ->
     assert "\\x1b[31m" in spelled and "\\u202e" in spelled
     summaries = [n["text"] for n in page.find("summary")]
     assert any(spelled in s for s in summaries)
-    dds = " ".join(n["text"] for n in page.find("dd"))
-    assert visible(HOSTILE_CPU) in dds
-    assert HOSTILE_VALUE in " ".join(n["text"] for n in page.find("dd"))  # the aesni_load value, as text
+    facts = " ".join(n["text"] for n in page.find("p", "kv"))
+    assert visible(HOSTILE_CPU) in facts
+    assert HOSTILE_VALUE in facts  # the aesni_load value, as text
     assert Page(text).find("script") and len(Page(text).find("script")) == 1
 
 
@@ -191,7 +201,7 @@ def test_status_html_for_one_host(tmp_path: Path) -> None:
                    "-o", str(out))
     assert proc.returncode == 2, proc.stderr  # critical: a GELI provider stuck on software crypto
     page = Page(out.read_text())
-    (details,) = page.find("details", "host")
+    (details,) = page.find("details")
     assert "open" in details["attrs"]
     assert "geli-software" in details["text"] and page.find("figure") == []  # no charts for one host
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).parent / "templates"
 VERDICTS = ("critical", "warning", "unknown", "ok")
+FACT_WIDTH = 12  # the details' key column, in characters (CSS: .kv b {width: 12ch}); continuations indent as far
 DRIVER_STATES = ("builtin", "loaded", "not-loaded", "no-device", "missing", "unknown")
 # C0 and C1 controls, DEL, and the bidirectional overrides/isolates that can make text read
 # differently from what it is: shown as \xNN / \uNNNN, never passed to the browser as they are.
@@ -167,6 +168,17 @@ def _persist_text(s: Status) -> str:
     return text
 
 
+def _geli_line(g: Any) -> str:
+    cipher = " ".join(x for x in (g.encryption, g.key_length and str(g.key_length)) if x) or "cipher unknown"
+    line = f"{g.name}: {cipher}"
+    if g.authentication:
+        line += f", {g.authentication}"
+    line += f", crypto: {g.crypto or 'unknown'}"
+    if g.needs_reattach:
+        line += " (re-attach)"
+    return line
+
+
 def host_view(r: HostResult, index: int) -> dict[str, Any]:
     """Everything the page shows of one host: the table's cells and the expandable details."""
     from bsdcrypt import fleet
@@ -174,49 +186,40 @@ def host_view(r: HostResult, index: int) -> dict[str, Any]:
     s = r.status
     o, c = s.os, s.cpu
     cells = fleet.row(r)
-    osline = " ".join(x for x in (o.name, o.release, o.arch) if x) or "unknown"
-    if o.product:
-        osline += f"  [{o.product}]"
-    elif o.variant not in ("freebsd", "unknown") and o.variant != (o.name or "").lower():
-        osline += f"  [{VARIANT_NAMES.get(o.variant, o.variant)}]"
     facts: list[tuple[str, str]] = []
     if r.error is None:
         cpu = c.model or "unknown CPU"
         cpu += f"; AES-NI: {_yesno(c.aesni)}, SHA: {_yesno(c.sha)}"
         if c.vm:
             cpu += f"; virtual machine ({c.hypervisor or 'hypervisor unknown'})"
+        kernel = ", ".join(x for x in (o.arch, o.kernel_ident) if x) or "unknown"
+        if o.product:
+            kernel += f"; {o.product}"
+        for what, rel in (("installed", o.kernel_installed), ("userland", o.userland)):
+            if rel and rel != o.release:  # a pending reboot or an older userland: worth a line
+                kernel += f"; {what} {rel}"
         facts = [
-            ("OS", osline),
-            ("Kernel", " ".join(x for x in (o.kernel_ident, o.kernel_installed and f"installed {o.kernel_installed}",
-                                              o.userland and f"userland {o.userland}") if x) or "unknown"),
+            ("Kernel", kernel),
             ("CPU", cpu),
             ("Driver", "\n".join(_driver_lines(s))),
             ("Persisted", _persist_text(s)),
-            ("Probe ran as", {True: "root", False: "a user (not root)", None: "unknown"}[s.root]),
+            ("Probe user", {True: "root", False: "not root", None: "unknown"}[s.root]),
         ]
     else:
-        facts = [("Could not audit", f"{r.error_kind}: {r.error}")]
-    facts.append(("Target", f"{r.target}  ({r.entry.source})" if r.entry.source else r.target))
-    geli = [
-        {
-            "name": g.name,
-            "cipher": " ".join(x for x in (g.encryption, g.key_length and str(g.key_length)) if x) or "unknown",
-            "auth": g.authentication or "-",
-            "crypto": g.crypto or "unknown",
-            "state": "critical" if g.needs_reattach else ("ok" if g.accelerated else
-                                                           ("unknown" if g.accelerated is None else "warning")),
-        }
-        for g in s.geli
-    ]
+        facts = [("Not audited", f"{r.error_kind}: {r.error}")]
+    if s.geli:
+        facts.append(("GELI", "\n".join(_geli_line(g) for g in s.geli)))
+    if r.entry.source:
+        facts.append(("Listed at", r.entry.source))
     return {
         "n": index,
         "name": r.target,
-        "hostname": s.host if r.error is None and s.host != r.target else "",
+        "hostname": s.host if r.error is None and s.host not in r.target else "",
         "verdict": r.verdict,
         "vrank": VERDICTS.index(r.verdict),
         "cells": cells,
-        "facts": facts,
-        "geli": geli,
+        "facts": [(k, v.replace("\n", "\n" + " " * FACT_WIDTH)) for k, v in facts],
+        "finding": fleet._clip(cells["finding"]),  # as the text table clips it; the details have it whole
         "findings": [
             {"id": f.id, "severity": f.severity, "message": f.message, "remedy": f.remedy} for f in s.findings
         ],
@@ -265,10 +268,10 @@ def fleet_charts(results: Sequence[HostResult]) -> list[dict[str, Any]]:
         stuck = False
         for g in s.geli:
             if g.needs_reattach:
-                geli["software, can be accelerated (re-attach)"] += 1
+                geli["software (re-attach: accelerable)"] += 1
                 stuck = True
             elif g.accelerated is False:
-                geli["software, the driver cannot do it"] += 1
+                geli["software (no driver for it)"] += 1
                 stuck = True
             elif g.accelerated:
                 geli[f"{g.crypto or 'accelerated'}"] += 1
@@ -292,7 +295,7 @@ def fleet_charts(results: Sequence[HostResult]) -> list[dict[str, Any]]:
          "svg": svg.hbar_chart([_stacked("", by_release)], title="Hosts by release and variant")},
     ]
     if geli:
-        key = {"software, can be accelerated (re-attach)": "critical", "software, the driver cannot do it": "warning",
+        key = {"software (re-attach: accelerable)": "critical", "software (no driver for it)": "warning",
                "crypto path unknown": "unknown"}
         bars = [svg.Bar(k, (svg.Segment(key.get(k, "ok"), n),), text=f"{n} provider{'s' if n != 1 else ''}")
                 for k, n in sorted(geli.items(), key=lambda kv: -kv[1])]

@@ -78,7 +78,7 @@ def hbar_chart(
         ends = [b.total for g in groups for b in g.bars] + [b.whisker[1] for g in groups for b in g.bars if b.whisker]
         top = max(ends, default=0.0)
     span = width - label_width - value_width
-    chars = max(4, label_width // 7)
+    chars = max(4, label_width // 8)
     out: list[str] = []
     y = 4
     for g in groups:

@@ -10,7 +10,7 @@
   }
   window.addEventListener("hashchange", openTarget);
   openTarget();
-  document.querySelectorAll("pre.cmd").forEach(function (pre) {
+  document.querySelectorAll(".details li pre").forEach(function (pre) {
     var text = pre.textContent;
     var b = document.createElement("button");
     b.type = "button";
@@ -40,6 +40,8 @@
   var texts = rows.map(function (r) { return r.textContent.toLowerCase(); });
   var collator = new Intl.Collator(undefined, {numeric: true, sensitivity: "base"});
   var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+  var verdicts = ["critical", "warning", "unknown", "ok"];  // needing action first, as the text table
+  var verdictCol = heads.findIndex(function (h) { return h.hasAttribute("data-verdict-col"); });
   heads.forEach(function (th, col) {
     var b = document.createElement("button");
     b.type = "button";
@@ -51,10 +53,12 @@
       var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
       heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
       th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
-      var keyed = th.hasAttribute("data-keyed");
+      var keyed = th.hasAttribute("data-keyed") || col === verdictCol;
       var order = rows.map(function (r, i) {
         var cell = r.cells[col];
-        return {i: i, k: keyed ? Number(cell.getAttribute("data-k")) : cell.textContent};
+        var k = col === verdictCol ? verdicts.indexOf(r.dataset.v) : keyed ? Number(cell.getAttribute("data-k"))
+          : cell.textContent;
+        return {i: i, k: k};
       });
       order.sort(function (a, b) {
         var c = keyed ? a.k - b.k : collator.compare(a.k, b.k);
