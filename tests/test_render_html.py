@@ -42,14 +42,14 @@ class Page(HTMLParser):
         if tag == "td":
             self._close_td()
         self.elements.append((tag, dict(attrs)))
-        if tag not in ("meta", "br", "input", "path", "rect"):
+        if tag not in ("meta", "br", "input", "path", "rect", "col"):
             self.stack.append({"tag": tag, "attrs": dict(attrs), "text": ""})
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.elements.append((tag, dict(attrs)))
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in ("meta", "br", "input", "path", "rect"):
+        if tag in ("meta", "br", "input", "path", "rect", "col"):
             return
         if tag == "tr":
             self._close_td()
