@@ -174,8 +174,11 @@ def test_hostile_text_is_escaped_and_controls_are_spelled_out(tmp_path: Path) ->
 
 def test_visible_spells_controls_and_bidi_but_keeps_text() -> None:
     assert visible("a\x1b[0m\x00\x7f\x9b\u202e\u2066b") == "a\\x1b[0m\\x00\\x7f\\x9b\\u202e\\u2066b"
-    assert visible("fw1 — 13.2-RELEASE ✓\tx\ny") == "fw1 — 13.2-RELEASE ✓\tx\ny"
+    assert visible("fw1 — 13.2-RELEASE ✓ x\ny") == "fw1 — 13.2-RELEASE ✓ x\ny"  # lines kept
+    assert visible("a\tb") == "a\\x09b"
     assert visible(None) == ""
+    long = visible("x" * 1100 + "\nshort")
+    assert long.startswith("x" * 1024 + "…[76 more characters]\n") and long.endswith("\nshort")
 
 
 def test_release_labels() -> None:

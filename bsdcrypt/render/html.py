@@ -40,20 +40,39 @@ HERE = Path(__file__).parent / "templates"
 VERDICTS = ("critical", "warning", "unknown", "ok")
 FACT_WIDTH = 12  # the details' key column, in characters (CSS: .kv b {width: 12ch}); continuations indent as far
 DRIVER_STATES = ("builtin", "loaded", "not-loaded", "no-device", "missing", "unknown")
-# C0 and C1 controls, DEL, and the bidirectional overrides/isolates that can make text read
-# differently from what it is: shown as \xNN / \uNNNN, never passed to the browser as they are.
-_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+FIELD_LIMIT = 1024  # characters of one host-supplied value the page shows; the rest is named, not shown
 
 
-def visible(value: object) -> str:
-    """Host text as plain visible characters: control and bidi characters spelled out."""
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def visible(value: object, limit: int = FIELD_LIMIT) -> str:
+    """Host text as plain visible characters, line by line: every character str.isprintable()
+    rejects (ESC and the other controls, DEL, C1, bidi overrides and isolates, lone surrogates) is
+    spelled out (\\x1b, \\u202e); a line longer than `limit` is cut with a marker saying how much
+    was left out. The same rule as the text renderers' (issue 11); Jinja2 then escapes the markup."""
     text = "" if value is None else str(value)
+    if text.isprintable() and len(text) <= limit:
+        return text
+    return "\n".join(_visible_line(line, limit) for line in text.split("\n"))
 
-    def spell(m: re.Match[str]) -> str:
-        c = ord(m.group())
-        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
-    return _HIDDEN.sub(spell, text)
+def _visible_line(line: str, limit: int) -> str:
+    out: list[str] = []
+    shown = 0
+    for i, ch in enumerate(line):
+        piece = ch if ch.isprintable() else _escape(ch)
+        if shown + len(piece) > limit:
+            return "".join(out) + f"…[{len(line) - i} more characters]"
+        out.append(piece)
+        shown += len(piece)
+    return "".join(out)
 
 
 # ---------------------------------------------------------------------------- template machinery
