@@ -188,3 +188,20 @@ def test_bench_html_needs_bench_and_a_writable_place(tmp_path: Path) -> None:
     assert res.exit_code == 3 and "goes with --bench" in res.stderr
     res = runner.invoke(_app(), ["enable", "--bench", "--bench-html", str(tmp_path / "no" / "x.html")])  # type: ignore[arg-type]
     assert res.exit_code == 3 and "there is no folder" in res.stderr
+
+
+def test_hostile_record_text_reaches_neither_terminal_nor_page_raw(tmp_path: Path) -> None:
+    (path, _) = published_pair(tmp_path)
+    rec = json.loads(path.read_text())
+    rec["host"]["hostname"] = "evil\x1b]0;pwned\x07<script>alert(1)</script>"
+    rec["crypto_mode"] = "software\x1b[2J"
+    rec["context"] = "enable --bench: \u202eafter"
+    path.write_text(json.dumps(rec))
+    res = runner.invoke(_app(), ["bench", "--compare", str(path)])  # type: ignore[arg-type]
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout and "\u202e" not in res.stdout
+    assert "evil\\x1b]0;pwned\\x07" in res.stdout and "software\\x1b[2J" in res.stdout
+    out = tmp_path / "x.html"
+    runner.invoke(_app(), ["bench", "--compare", str(path), "-f", "html", "-o", str(out)])  # type: ignore[arg-type]
+    text = out.read_text()
+    assert "<script>alert" not in text and "\x1b" not in text and "&lt;script&gt;alert(1)" in text

@@ -16,6 +16,7 @@ from bsdcrypt.bench.model import BenchParams, BenchResult, HostFacts, Measuremen
 from bsdcrypt.errors import BsdcryptError
 
 MAX_RECORD_BYTES = 8 * 1024 * 1024
+TEXT_LIMIT = 256  # characters kept of one text field of a record (a host name is at most 255)
 
 
 class BenchRecordError(BsdcryptError):
@@ -23,7 +24,15 @@ class BenchRecordError(BsdcryptError):
 
 
 def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    """A text field, printable: a record may carry terminal escapes (edited, or from a hostile host);
+    they are spelled out (\\x1b) and the field is cut at TEXT_LIMIT characters."""
+    if not isinstance(value, str):
+        return None
+    if value.isprintable() and len(value) <= TEXT_LIMIT:
+        return value
+    text = "".join(c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+                   for c in value[:TEXT_LIMIT])
+    return text + ("…" if len(value) > TEXT_LIMIT else "")
 
 
 def _int(value: Any) -> int | None:
@@ -86,7 +95,7 @@ def result_from_record(rec: Any) -> BenchResult:
                 raise ValueError(f"result {i + 1}: a sample is not an object")
             parsed.append(Sample(_num(s.get("bw_bytes"), "bw_bytes"), _num(s.get("iops"), "iops"),
                                  _int(s.get("runtime_ms")) or 0))
-        measurements.append(Measurement(r["target"], r["direction"], parsed))
+        measurements.append(Measurement(str(r["target"]), str(r["direction"]), parsed))
     geli = _obj(rec.get("geli"))
     warnings = rec.get("warnings")
     return BenchResult(
