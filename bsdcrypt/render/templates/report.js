@@ -34,7 +34,7 @@
     });
     pre.appendChild(b);
   });
-  if (!table) { return; }
+  if (!table || !document.getElementById("controls")) { return; }  // one host: nothing to sort
   var body = table.tBodies[0];
   var rows = Array.prototype.slice.call(body.rows);
   var texts = rows.map(function (r) { return r.textContent.toLowerCase(); });
