@@ -287,10 +287,10 @@ def fleet_charts(results: Sequence[HostResult]) -> list[dict[str, Any]]:
         stuck = False
         for g in s.geli:
             if g.needs_reattach:
-                geli["software (re-attach: accelerable)"] += 1
+                geli["software, re-attach helps"] += 1
                 stuck = True
             elif g.accelerated is False:
-                geli["software (no driver for it)"] += 1
+                geli["software, no driver for it"] += 1
                 stuck = True
             elif g.accelerated:
                 geli[f"{g.crypto or 'accelerated'}"] += 1
@@ -314,7 +314,7 @@ def fleet_charts(results: Sequence[HostResult]) -> list[dict[str, Any]]:
          "svg": svg.hbar_chart([_stacked("", by_release)], title="Hosts by release and variant")},
     ]
     if geli:
-        key = {"software (re-attach: accelerable)": "critical", "software (no driver for it)": "warning",
+        key = {"software, re-attach helps": "critical", "software, no driver for it": "warning",
                "crypto path unknown": "unknown"}
         bars = [svg.Bar(k, (svg.Segment(key.get(k, "ok"), n),), text=f"{n} provider{'s' if n != 1 else ''}")
                 for k, n in sorted(geli.items(), key=lambda kv: -kv[1])]

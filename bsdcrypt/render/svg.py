@@ -58,7 +58,7 @@ def hbar_chart(
     title: str,
     unit: str = "",
     width: int = 560,
-    label_width: int = 210,
+    label_width: int = 220,
     value_width: int = 110,
     scale_max: float | None = None,
 ) -> Markup:
@@ -78,7 +78,7 @@ def hbar_chart(
         ends = [b.total for g in groups for b in g.bars] + [b.whisker[1] for g in groups for b in g.bars if b.whisker]
         top = max(ends, default=0.0)
     span = width - label_width - value_width
-    chars = max(4, label_width // 8)
+    chars = max(4, int(label_width / 7.2))  # ~7 px a character at the charts' 12 px
     out: list[str] = []
     y = 4
     for g in groups:
