@@ -13,6 +13,9 @@ from bsdcrypt.errors import ProbeError
 from bsdcrypt.host import Host, sh_quote
 
 PROBE_MAGIC = "# bsdcrypt-probe v1"
+# The most a real probe prints (the recordings: 6-51 KB; the bulk is dmesg.boot, bounded by the kernel's
+# message buffer, and loader files): a host answering more is not answering the probe (fleet-audit's cap).
+MAX_OUTPUT = 1 << 20
 
 SYSCTL_OIDS = (
     "kern.ostype kern.osrelease kern.osreldate kern.ident kern.hostname kern.bootfile "
