@@ -94,6 +94,11 @@ def persist_remedy(status: Status) -> str:
     if setting:
         return setting + " (do not edit the generated /boot/loader.conf by hand)"
     p = status.persist
+    if p.blacklisted:
+        return (
+            f"remove {driver} from module_blacklist at {p.blacklisted} (the loader skips a blacklisted "
+            f"module whatever {driver}_load says), then: bsdcrypt enable --persist"
+        )
     if p.value is not None and p.source and p.source != "kernel":
         return (
             f"bsdcrypt enable --persist   (changes {driver}_load=\"{p.value}\" at {p.source} to \"YES\"; "
@@ -215,6 +220,26 @@ def findings(s: Status) -> list[Finding]:
                 f"{d.name} is loaded; {s.os.product or s.os.variant} loads it at boot from its own crypto setting, "
                 "which the probe cannot read.",
                 "Check it stays selected: " + APPLIANCE_SETTING[s.os.variant],
+            )
+        )
+    if s.persist.blacklisted and not d.compiled_in:
+        out.append(
+            Finding(
+                "driver-blacklisted",
+                "critical" if geli_soft else "warning",
+                f"module_blacklist at {s.persist.blacklisted} names {d.name}: the loader skips a blacklisted "
+                f"module at boot, so {d.name}_load=\"YES\" has no effect (it can still be kldloaded by hand).",
+                f"If it was not meant: remove {d.name} from module_blacklist at {s.persist.blacklisted}, then "
+                "`bsdcrypt enable --persist` (bsdcrypt does not edit a blacklist).",
+            )
+        )
+    elif s.persist.uncertain and s.persist.configured is None and not d.compiled_in:
+        out.append(
+            Finding(
+                "persist-uncertain",
+                "unknown",
+                f"Whether the loader loads {d.name} at boot cannot be told: {s.persist.uncertain}.",
+                f"bsdcrypt enable --persist   (makes every {d.name}_load the loader may read last YES)",
             )
         )
     if s.persist.ignored:

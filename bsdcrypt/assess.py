@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from bsdcrypt import advice
 from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
-from bsdcrypt.loaderconf import all_assignments, effective, files_from_evidence, is_yes, read_by_loader
+from bsdcrypt.loaderconf import LOADER_CONF_DIR, all_assignments, files_from_evidence, is_yes
+from bsdcrypt.loadermodel import DEVICE_HINTS, GENERATION_NAMES, Outcome, agree, needed, outcomes
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.geli import parse_geli_list
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
@@ -362,22 +363,55 @@ def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
     return found[-1] if found else None
 
 
+def _uncollected(ev: Evidence, outs: list[Outcome]) -> list[str]:
+    """What the loader may read that the probe did not collect (a file loader_conf_files names, a
+    directory loader_conf_dirs names). /boot/device.hints, which older probes did not read, is taken
+    to hold device hints only."""
+    paths, dirs = needed(outs)
+    out = [p for p in sorted(paths) if ev.step("file:" + p) is None and p != DEVICE_HINTS]
+    out += [d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and ev.step("dir:" + d.rstrip("/")) is None]
+    return out
+
+
+def _uncertainty(ev: Evidence, outs: list[Outcome], name: str) -> str | None:
+    missing = _uncollected(ev, outs)
+    if missing:
+        return f"the loader also reads {', '.join(missing[:3])}, which the probe did not collect"
+    unmodelled = [u for o in outs for u in o.unmodelled]
+    if unmodelled:
+        return unmodelled[0]
+    if agree(outs, lambda o: o.loads) is None:
+        by_gen = {g: [o for o in outs if o.generation == g] for g in sorted({o.generation for o in outs})}
+        if len(by_gen) > 1 and all(agree(group, lambda o: o.loads) is not None for group in by_gen.values()):
+            yes = [GENERATION_NAMES[g] for g, group in by_gen.items() if group[0].loads]
+            return f"only {' and '.join(yes)} loads it: {name} is set both in loader.conf.local and in loader.conf.d"
+        return (
+            f"{name} differs between loader.conf.d files, which the loader reads in directory order (not by "
+            "name): which one wins depends on the file system"
+        )
+    return None
+
+
 def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) -> PersistInfo:
     if driver.name is None:
         return PersistInfo(configured=False, needed=False)
     variant = os.variant
     name = f"{driver.name}_load"
     files = files_from_evidence(ev)
-    read = read_by_loader(files, os.major)
-    assignment = effective(read, name)
+    outs = outcomes(files, driver.name, os.major)
+    assignment = outs[0].load  # the likeliest generation, loader.conf.d by name
     value = assignment.value if assignment else None
     yes = is_yes(assignment)
     info = PersistInfo(value=value)
-    unread = [a for a in all_assignments([f for f in files if f not in read], name)]
+    read = {p for o in outs for p in o.order}
+    unread = [a for a in all_assignments([f for f in files if f[0] not in read], name) if "/loader.conf.d/" in a.path]
     if unread:
         info.ignored = f"{unread[-1].path}:{unread[-1].line}"
     if assignment is not None:
         info.source = f"{assignment.path}:{assignment.line}"
+    hit = next((o.blacklist for o in outs if o.blacklist is not None), None)
+    if hit is not None and not driver.compiled_in:
+        info.blacklisted = f"{hit.path}:{hit.line}"
     if driver.compiled_in:
         info.configured = True
         info.needed = False
@@ -391,7 +425,8 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) ->
         info.configured = None  # the probe did not get to the loader configuration
         info.needed = None
     else:
-        info.configured = yes
+        info.uncertain = _uncertainty(ev, outs, name)
+        info.configured = None if info.uncertain else agree(outs, lambda o: o.loads)
         usable = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
         info.needed = usable if driver.state != "unknown" else None
     return info
