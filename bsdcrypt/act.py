@@ -17,7 +17,7 @@ from bsdcrypt.host import Host, RunResult, sh_quote
 from bsdcrypt.interrupts import Interrupted, signals_deferred, signame_of, sigterm_raises
 from bsdcrypt.loaderconf import FileEdit, effective
 from bsdcrypt.plan import Action, Note, Plan, Refuse, RunCommand, WriteFile
-from bsdcrypt.probe import CONF_DIR_GLOBS, FRAME_FUNCTION, new_token, parse_output
+from bsdcrypt.probe import CONF_DIR_GLOBS, FRAME_FUNCTION, MAX_NAMED_BYTES, new_token, parse_output
 
 KLD_EEXIST = "module already loaded or in kernel"
 KLD_ENOEXEC = "Please check dmesg(8) for more details"
@@ -134,8 +134,13 @@ def _read_round(host: Host, root: str, paths: list[str], dirs: list[str]) -> lis
         # not a missing file). Only the last component is tested, in its resolved directory.
         'e() { d=$(resolve "${1%/*}") || { r "$1"; return; }; '
         '{ [ -L "$d/${1##*/}" ] || [ -e "$d/${1##*/}" ]; } && r "$1"; }',
+        # n PATH: a file a loader file names: read only if it resolves to a regular file (a device
+        # or FIFO is nothing the loader reads at boot, and cat would never end), at most 1 MiB + 1
+        'n() { t=$(resolve "$1") || { r "$1"; return; }; [ -f "$t" ] && '
+        f's "$1" \'head -c {MAX_NAMED_BYTES} -- "$t"\'; }}',
     ]
-    lines += [f"e {sh_quote(root + p)}" for p in paths]
+    standard = {loaderconf.LOADER_CONF, loaderconf.LOADER_CONF_LOCAL}
+    lines += [f"{'e' if p in standard else 'n'} {sh_quote(root + p)}" for p in paths]
     for directory in dirs:
         # the globs (config.lua's ".conf$", hidden names too) run in the resolved directory; the steps
         # keep the names under DIR

@@ -58,6 +58,7 @@ LOADER_CONF_DIR = "/boot/loader.conf.d"
 # "conf"): the two sh globs that match the same names, hidden ones included.
 CONF_DIR_GLOBS = ("?*conf", ".*conf")
 MAX_NAMED = 16  # paths named by loader_conf_files / loader_conf_dirs / local_loader_conf_files, at most
+MAX_NAMED_BYTES = 1048577  # of each named file (one more than enable edits: a bigger one is refused there)
 MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRIVERS)
 
 
@@ -103,8 +104,10 @@ def _named_files_script(globs: str) -> list[str]:
         "named() { set -f; set -- $1; set +f; for z; do case $L in *\" $z \"*) continue ;; esac; [ \"$N\" -lt "
         f"{MAX_NAMED} ] || return 0; N=$((N + 1)); L=\"$L$z \"; "
         f'if [ -d "$z" ]; then s "dir:$z" true; for y in {dir_globs}; do [ -f "$y" ] && '
-        's "file:$y" \'cat -- "$y"\' && R="$R $y"; done; '
-        'else s "file:$z" \'cat -- "$z"\' && R="$R $z"; fi; done; }',
+        f's "file:$y" \'head -c {MAX_NAMED_BYTES} -- "$y"\' && R="$R $y"; done; '
+        f'elif [ -f "$z" ]; then s "file:$z" \'head -c {MAX_NAMED_BYTES} -- "$z"\' && R="$R $z"; '
+        # not there, or not a regular file (a device, a FIFO: nothing the loader can read at boot)
+        'else s "file:$z" \'echo "not a regular file"; exit 1\'; fi; done; }',
         f"set -f; P=$(set +f; refs {' '.join(LOADER_FILES)} {globs}); set +f; named \"$P\"",
         'set -f; P=$(refs $R); set +f; R=; named "$P"',
     ]

@@ -399,3 +399,25 @@ def test_probe_script_collects_what_the_loader_reads(tmp_path: Path) -> None:
         assert f"file:{r}{want}" in names, want
     assert f"dir:{r}/boot/more.d" in names
     assert f"file:{r}{D}/conf" not in names and f"file:{r}{D}/a.conf.bak" not in names
+
+
+def test_a_named_fifo_or_device_is_never_read(tmp_path: Path) -> None:
+    """loader_conf_files="/dev/zero" (or a FIFO) must not hang the probe or the --root reader: the
+    loader reads no such thing at boot, so it is taken as not there."""
+    import os
+    import subprocess
+
+    from bsdcrypt.act import read_loader_files
+    from bsdcrypt.probe import build_script, parse_output
+
+    r = str(tmp_path)
+    (tmp_path / "boot").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    names = f"{r}/fifo /dev/zero /fifo"
+    (tmp_path / "boot" / "loader.conf").write_bytes(f'aesni_load="YES"\nloader_conf_files="{names}"\n'.encode())
+    got = dict(read_loader_files(LocalHost(), r))
+    assert set(got) == {f"{r}{CONF}"}
+    script = build_script("@@tok").replace(" /boot/", f" {r}/boot/").replace("'/boot/", f"'{r}/boot/")
+    proc = subprocess.run(["sh"], input=script.encode(), capture_output=True, check=False, timeout=120)
+    ev = parse_output(proc.stdout, "@@tok")
+    assert ev.steps[f"file:{r}/fifo"].rc != 0 and ev.steps["file:/dev/zero"].rc != 0
