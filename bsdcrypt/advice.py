@@ -99,7 +99,9 @@ def persist_remedy(status: Status) -> str:
             f"remove {driver} from module_blacklist at {p.blacklisted} (the loader skips a blacklisted "
             f"module whatever {driver}_load says), then: bsdcrypt enable --persist"
         )
-    if p.value is not None and p.source and p.source != "kernel":
+    if p.uncertain:
+        return f"bsdcrypt enable --persist   (makes every {driver}_load the loader may read last \"YES\")"
+    if p.value is not None and p.value.lower() != "yes" and p.source and p.source != "kernel":
         return (
             f"bsdcrypt enable --persist   (changes {driver}_load=\"{p.value}\" at {p.source} to \"YES\"; "
             "check first why it was turned off there)"
@@ -145,7 +147,8 @@ def findings(s: Status) -> list[Finding]:
     elif d.state == "not-loaded":
         severity = "critical" if geli_soft else "warning"
         consumers = f"; GELI provider(s) {', '.join(g.name for g in geli_soft)} run in software" if geli_soft else ""
-        if s.persist.value is not None and not s.persist.configured and s.persist.source:
+        off = s.persist.value is not None and s.persist.value.lower() != "yes"
+        if off and s.persist.configured is False and s.persist.source:
             consumers += f"; {d.name}_load=\"{s.persist.value}\" at {s.persist.source} keeps it off at boot"
         if s.persist.configured:
             remedy = f"kldload {d.name}   (loader.conf already loads it at the next boot)"
@@ -239,7 +242,7 @@ def findings(s: Status) -> list[Finding]:
                 "persist-uncertain",
                 "unknown",
                 f"Whether the loader loads {d.name} at boot cannot be told: {s.persist.uncertain}.",
-                f"bsdcrypt enable --persist   (makes every {d.name}_load the loader may read last YES)",
+                persist_remedy(s),
             )
         )
     if s.persist.ignored:

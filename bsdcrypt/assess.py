@@ -374,7 +374,10 @@ def _uncertainty(ev: Evidence, outs: list[Outcome], name: str) -> str | None:
         by_gen = {g: [o for o in outs if o.generation == g] for g in sorted({o.generation for o in outs})}
         if len(by_gen) > 1 and all(agree(group, lambda o: o.loads) is not None for group in by_gen.values()):
             yes = [GENERATION_NAMES[g] for g, group in by_gen.items() if group[0].loads]
-            return f"only {' and '.join(yes)} loads it: {name} is set both in loader.conf.local and in loader.conf.d"
+            return (
+                f"only {' and '.join(yes) or 'no generation'} loads it: the lua loaders before and since 14.1 read "
+                f"loader.conf.local and loader.conf.d in a different order, and {name} differs between them"
+            )
         return (
             f"{name} differs between loader.conf.d files, which the loader reads in directory order (not by "
             "name): which one wins depends on the file system"

@@ -301,6 +301,9 @@ def test_status_readdir_order_is_unknown_not_yes() -> None:
     s = assess(ev, "h", "test")
     assert s.persist.configured is None and "directory order" in (s.persist.uncertain or "")
     assert any(f.id == "persist-uncertain" for f in s.findings)
+    not_loaded = next(f for f in s.findings if f.id == "driver-not-loaded")
+    assert "keeps it off" not in not_loaded.message  # the value shown (b.conf's YES) is not what keeps it off
+    assert "may read last" in not_loaded.remedy and 'to "YES"' not in not_loaded.remedy
 
 
 def test_status_follows_loader_conf_files_or_says_unknown() -> None:
