@@ -20,6 +20,25 @@ SYSCTL_OIDS = (
 )
 CRYPTO_DRIVERS = ("aesni", "ossl", "armv8crypto", "padlock")
 
+OPENSSL_PROGRAMS = ("/usr/bin/openssl", "/usr/local/bin/openssl")
+# Services whose crypto OPENSSL_ia32cap can speed up (tor's cells are AES-CTR; TLS servers; sshd).
+SERVICE_BINARIES = (
+    "/usr/local/bin/tor", "/usr/bin/tor", "/usr/sbin/tor", "/usr/local/sbin/nginx", "/usr/sbin/nginx",
+    "/usr/local/sbin/haproxy", "/usr/sbin/haproxy", "/usr/local/sbin/openvpn", "/usr/sbin/openvpn", "/usr/sbin/sshd",
+)
+CRYPTO_LINKS = (
+    f"for b in {' '.join(SERVICE_BINARIES)}; do [ -x \"$b\" ] || continue; echo \"== $b\";"
+    " ldd \"$b\" 2>&1 | grep -E 'lib(crypto|nss3)[.-]'; done; exit 0"
+)
+# Where a per-service or (wrongly) global OPENSSL_ia32cap can live, FreeBSD and Linux alike.
+OVERRIDE_FILES = (
+    "/etc/rc.conf /etc/rc.conf.local /etc/rc.conf.d/* /usr/local/etc/rc.conf.d/* /etc/login.conf "
+    "/etc/environment /etc/profile /etc/default/tor /etc/systemd/system/*.service.d/*.conf"
+)
+IA32CAP_OVERRIDES = (
+    f"for f in {OVERRIDE_FILES}; do [ -f \"$f\" ] && grep -H -n OPENSSL_ia32cap \"$f\"; done; exit 0"
+)
+
 # (step name, sh command). Order is the order of the output.
 STEPS: tuple[tuple[str, str], ...] = (
     ("uname_s", "uname -s"),
@@ -36,6 +55,12 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("id_u", "id -u"),
     ("linux_cpu_flags", "grep -m2 -E '^(model name|flags|Features)[[:space:]]*:' /proc/cpuinfo"),
     ("linux_aesni_intel", "test -d /sys/module/aesni_intel || grep -qs '^driver.*aesni' /proc/crypto"),
+    # Userland (docs/userland.md): each openssl program's version and the vector its libcrypto detects
+    # (the variable unset: what OpenSSL finds by itself), which libcrypto the usual services link, and
+    # every OPENSSL_ia32cap already set in a configuration file. Nothing heavy: no speed, no trial.
+    *((f"openssl:{p}", f"unset OPENSSL_ia32cap; test -x {p} && {p} version -a") for p in OPENSSL_PROGRAMS),
+    ("crypto_links", CRYPTO_LINKS),
+    ("ia32cap_overrides", IA32CAP_OVERRIDES),
 )
 
 FILES: tuple[str, ...] = (
