@@ -355,6 +355,9 @@ def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
     return found[-1] if found else None
 
 
+UNCOLLECTED = "which the probe did not collect"  # in PersistInfo.uncertain: enable reads those files itself
+
+
 def _uncollected(ev: Evidence, outs: list[Outcome]) -> list[str]:
     """What the loader may read that the probe did not collect (a file loader_conf_files names, a
     directory loader_conf_dirs names). /boot/device.hints, which older probes did not read, is taken
@@ -368,7 +371,7 @@ def _uncollected(ev: Evidence, outs: list[Outcome]) -> list[str]:
 def _uncertainty(ev: Evidence, outs: list[Outcome], name: str) -> str | None:
     missing = _uncollected(ev, outs)
     if missing:
-        return f"the loader also reads {', '.join(missing[:3])}, which the probe did not collect"
+        return f"the loader also reads {', '.join(missing[:3])}, {UNCOLLECTED}"
     unmodelled = [u for o in outs for u in o.unmodelled]
     if unmodelled:
         return unmodelled[0]

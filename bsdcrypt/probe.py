@@ -13,6 +13,9 @@ from bsdcrypt.errors import ProbeError
 from bsdcrypt.host import Host, sh_quote
 
 PROBE_MAGIC = "# bsdcrypt-probe v1"
+# The most a real probe prints (the recordings: 6-51 KB; the bulk is dmesg.boot, bounded by the kernel's
+# message buffer, and loader files): a host answering more is not answering the probe (fleet-audit's cap).
+MAX_OUTPUT = 1 << 20
 
 SYSCTL_OIDS = (
     "kern.ostype kern.osrelease kern.osreldate kern.ident kern.hostname kern.bootfile "
@@ -32,7 +35,8 @@ CRYPTO_LINKS = (
 )
 # Where a per-service or (wrongly) global OPENSSL_ia32cap can live, FreeBSD and Linux alike.
 OVERRIDE_FILES = (
-    "/etc/rc.conf /etc/rc.conf.local /etc/rc.conf.d/* /usr/local/etc/rc.conf.d/* /etc/login.conf "
+    "/etc/rc.conf /etc/rc.conf.local /etc/rc.conf.d/* /etc/rc.conf.d/*/* /usr/local/etc/rc.conf.d/* "
+    "/usr/local/etc/rc.conf.d/*/* /etc/login.conf "
     "/etc/environment /etc/profile /etc/default/tor /etc/systemd/system/*.service.d/*.conf"
 )
 IA32CAP_OVERRIDES = (
@@ -95,8 +99,21 @@ FRAME_FUNCTION = (
 )
 
 
-def build_script(token: str) -> str:
-    """The probe as one sh script; `token` frames the output of each step."""
+# The steps' output leaves the host in a few large writes, not one small write (so one SSH packet)
+# per frame and per command: dd(1) with a 1 MiB output block collects what it reads and writes when
+# the block is full or its input ends (FreeBSD's dd.c accumulates partial input blocks unless bs= is
+# given; GNU dd alike). The output is byte for byte what the steps print. dd runs with SIGHUP and
+# SIGTERM ignored (inherited across exec; FreeBSD's dd sets handlers for SIGINFO and SIGINT only):
+# when a timeout terminates the probe's process group, dd still writes the steps that finished. The
+# first step goes out on its own, before the others run, so even a probe killed outright (SIGKILL,
+# SIGINT) leaves a complete frame: its output reads as cut off, never as garbage. Two writes in all.
+# Without dd the steps are written directly.
+BUFFER_COMMAND = "dd ibs=65536 obs=1048576 2>/dev/null"
+
+
+def build_script(token: str, *, buffered: bool = True) -> str:
+    """The probe as one sh script; `token` frames the output of each step. `buffered=False`: every
+    step writes its own output straight to stdout (the same bytes, in many small writes)."""
     lines = [
         "#!/bin/sh",
         PROBE_MAGIC,
@@ -105,12 +122,20 @@ def build_script(token: str) -> str:
         "LC_ALL=C; export LC_ALL",
         FRAME_FUNCTION,
     ]
-    lines += [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
-    lines += [f"s {sh_quote('file:' + path)} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
+    steps = [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
+    steps += [f"s {sh_quote('file:' + path)} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
     globs = " ".join(f"{LOADER_CONF_DIR}/{g}" for g in CONF_DIR_GLOBS)
-    lines.append(f"for x in {globs}; do [ -f \"$x\" ] && s \"file:$x\" 'cat -- \"$x\"'; done")
-    lines += _named_files_script(globs)
-    lines += [f"s {sh_quote('exists:' + path)} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
+    steps.append(f"for x in {globs}; do [ -f \"$x\" ] && s \"file:$x\" 'cat -- \"$x\"'; done")
+    steps += _named_files_script(globs)
+    steps += [f"s {sh_quote('exists:' + path)} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
+    if buffered:
+        lines += ["bsdcrypt_steps() {", *(f"  {line}" for line in steps[1:]), "}"]
+        lines.append("if command -v dd >/dev/null 2>&1; then")
+        lines.append(f"  {steps[0]} | {BUFFER_COMMAND}")
+        lines.append(f"  bsdcrypt_steps | (trap '' HUP TERM; exec {BUFFER_COMMAND})")
+        lines.append(f"else {steps[0]}; bsdcrypt_steps; fi")
+    else:
+        lines += steps
     lines.append("exit 0")
     return "\n".join(lines) + "\n"
 

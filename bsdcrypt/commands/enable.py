@@ -149,7 +149,9 @@ def _execute(
         # With --root the files come from DIR; otherwise the probe already read them (the write
         # re-checks their content on the host, so a change in between is caught, not clobbered).
         files = read_loader_files(host, root) if root else files_from_evidence(evidence)
-        if not root and status.persist.uncertain and "did not collect" in status.persist.uncertain:
+        from bsdcrypt.assess import UNCOLLECTED
+
+        if not root and UNCOLLECTED in (status.persist.uncertain or ""):
             from bsdcrypt.act import ActError
             from bsdcrypt.recording import ReplayHost
             from bsdcrypt.verbose import unwrap

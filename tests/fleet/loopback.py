@@ -8,11 +8,14 @@ the host by the local address in $SSH_CONNECTION, reads the probe script from st
 per-run token from its `T=` line and prints the host's recording rendered with that token
 (pre-rendered once, with a placeholder, by bsdcrypt.probe.render). sshd accepts at most 16
 listen addresses per process, so the fleet is split over several sshd processes on one port.
-Faulty behaviours are chosen per address: slow, garbage, cut (output killed mid-way),
+Faulty behaviours are chosen per address: slow, garbage, flood and flood-stderr (`flood_bytes` of
+random bytes on stdout or stderr), cut (output killed mid-way),
 auth-refused (another authorized_keys), wrong-key (known_hosts holds another key), unknown-key
 (absent from known_hosts), plus a closed port and a TCP listener that never speaks SSH. A `shell`
 host is no fake: it runs the exec'd command for real on this machine through the login shell named
-by FakeHost.shell (e.g. tcsh), as sshd would with that user's shell.
+by FakeHost.shell (e.g. tcsh), as sshd would with that user's shell. A `chroot` host (the benchmark's,
+benchmarks/fakehosts.py; needs root) runs the exec'd command for real with /bin/sh inside
+FakeHost.root, a tree that answers like the recorded FreeBSD host.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ L=$1
 set -- $SSH_CONNECTION
 A=$3
 [ "$A" = "$L" ] || { echo "fakehost: SSH_CONNECTION says $A, sshd_config says $L" >&2; exit 125; }
+# A host that really runs the command, in its own root (sshd would run `$SHELL -c COMMAND`).
+if [ -d "$D/$A.root" ]; then exec /usr/sbin/chroot "$D/$A.root" /bin/sh -c "$SSH_ORIGINAL_COMMAND"; fi
 # A real host whose login shell is the one named in $A.shell: sshd runs `$SHELL -c COMMAND`.
 if [ -f "$D/$A.shell" ]; then
   printf '%s\n' "$SSH_ORIGINAL_COMMAND" >> "$D/$A.commands"
@@ -65,6 +70,8 @@ esac
 T=$(sed -n 's/^T=//p')
 if [ -f "$D/$A.slow" ]; then exec sleep "$(cat "$D/$A.slow")"; fi
 if [ -f "$D/$A.garbage" ]; then exec cat "$D/$A.garbage"; fi
+if [ -f "$D/$A.flood" ]; then exec head -c "$(cat "$D/$A.flood")" /dev/urandom; fi
+if [ -f "$D/$A.flood-stderr" ]; then exec head -c "$(cat "$D/$A.flood-stderr")" /dev/urandom >&2; fi
 if [ -f "$D/$A.cut" ]; then
   head -c "$(cat "$D/$A.cut")" "$D/$A.out" | sed "s/@PH@/$T/g"
   kill -9 $$
@@ -110,9 +117,10 @@ def _free_port(addrs: list[str]) -> int:
 @dataclass
 class FakeHost:
     addr: str
-    kind: str  # replay, slow, garbage, cut, auth-refused, wrong-key, unknown-key, shell
+    kind: str  # replay, slow, garbage, flood, flood-stderr, cut, auth-refused, wrong-key, unknown-key, shell, chroot
     recording: str | None = None  # path of the recording it answers from
     shell: str | None = None  # kind "shell": the login shell that runs the command (for real)
+    root: str | None = None  # kind "chroot": the tree the command runs in
 
 
 @dataclass
@@ -125,6 +133,7 @@ class LoopbackFleet:
     silent_addr: str = "127.3.0.2"  # accepts TCP, never speaks
     closed_addr: str = "127.3.0.1"  # nothing listens
     slow_seconds: int = 20
+    flood_bytes: int = 16 * 1024 * 1024  # what a `flood` host answers (a hostile host's garbage)
     user: str = field(default_factory=login_name)
 
     def __post_init__(self) -> None:
@@ -139,10 +148,11 @@ class LoopbackFleet:
     # -- building the fleet
 
     def add(
-        self, addr: str, kind: str = "replay", recording: str | Path | None = None, shell: str | None = None
+        self, addr: str, kind: str = "replay", recording: str | Path | None = None, shell: str | None = None,
+        root: str | Path | None = None,
     ) -> FakeHost:
         _check_loopback(addr)
-        host = FakeHost(addr, kind, str(recording) if recording else None, shell)
+        host = FakeHost(addr, kind, str(recording) if recording else None, shell, str(root) if root else None)
         self.hosts[addr] = host
         return host
 
@@ -165,6 +175,10 @@ class LoopbackFleet:
         from bsdcrypt.recording import load
 
         out = self.hostdir / f"{host.addr}.out"
+        if host.kind == "chroot":
+            out.write_bytes(b"")
+            (self.hostdir / f"{host.addr}.root").symlink_to(host.root or "/nonexistent")
+            return
         if host.recording:
             _, evidence = load(Path(host.recording))
             out.write_bytes(render(evidence, PLACEHOLDER))
@@ -178,6 +192,8 @@ class LoopbackFleet:
             (self.hostdir / f"{host.addr}.garbage").write_bytes(
                 b"Welcome to FreeBSD!\n\x00\xff\xfe random login noise, no probe frames here\n"
             )
+        elif host.kind in ("flood", "flood-stderr"):
+            (self.hostdir / f"{host.addr}.{host.kind}").write_text(str(self.flood_bytes))
         elif host.kind == "cut":
             size = out.stat().st_size
             (self.hostdir / f"{host.addr}.cut").write_text(str(max(200, size // 3)))
