@@ -116,7 +116,15 @@ def _one_write_per_file(host: Any, plan: Plan, files: list[tuple[str, bytes]], r
 
 
 def _execute(
-    host_spec: str, plan_for: PlanFor, *, dry_run: bool, yes: bool, fmt: str, root: str, bench: bool = False
+    host_spec: str,
+    plan_for: PlanFor,
+    *,
+    dry_run: bool,
+    yes: bool,
+    fmt: str,
+    root: str,
+    bench: bool = False,
+    bench_html: str | None = None,
 ) -> None:
     from bsdcrypt.act import perform, read_loader_files
     from bsdcrypt.assess import assess
@@ -149,6 +157,18 @@ def _execute(
         # With --root the files come from DIR; otherwise the probe already read them (the write
         # re-checks their content on the host, so a change in between is caught, not clobbered).
         files = read_loader_files(host, root) if root else files_from_evidence(evidence)
+        from bsdcrypt.assess import UNCOLLECTED
+
+        if not root and UNCOLLECTED in (status.persist.uncertain or ""):
+            from bsdcrypt.act import ActError
+            from bsdcrypt.recording import ReplayHost
+            from bsdcrypt.verbose import unwrap
+
+            if not isinstance(unwrap(host), ReplayHost):  # follow loader_conf_files & co. to the end
+                try:
+                    files = read_loader_files(host)
+                except ActError as exc:
+                    fail(str(exc))
         inp = PlanInput.from_status(status)
         major = status.os.major
         if root:
@@ -164,6 +184,7 @@ def _execute(
                 inp = replace(inp, arch=system.arch, driver=primary_driver(system.arch))
             rel = parse_release(inp.root_release) if inp.root_release else None
             major = rel.major if rel else None
+            inp = replace(inp, major=major, blacklisted=None)
         # Before 13.0 the loader does not read loader.conf.d: lines there neither count nor get edited.
         files = read_by_loader(files, major)
         for path, data in files:
@@ -177,7 +198,7 @@ def _execute(
         if bench and not dry_run and plan.refusal is None:
             from bsdcrypt.commands.bench import EnableBench
 
-            eb = EnableBench(fmt)
+            eb = EnableBench(fmt, html=bench_html)
         if fmt == "json":
             target = f"{status.host}:{root}" if root else status.host
             doc = {"host": target, "plan": plan_to_dict(plan)}
@@ -218,13 +239,15 @@ def _execute(
             typer.echo(f"bsdcrypt: {exc}", err=True)
             raise typer.Exit(130) from exc
         if plan.writes:
-            from bsdcrypt.loaderconf import effective, is_yes
+            from bsdcrypt.loaderconf import effective
+            from bsdcrypt.loadermodel import outcomes
 
             driver = loader_driver(inp)
             reread = read_by_loader(read_loader_files(host, root), major)
             eff = effective(reread, f"{driver}_load")
             where = f"{eff.path}:{eff.line}" if eff else "nowhere"
-            state = "in effect" if is_yes(eff) else "not in effect"
+            loads = all(o.loads for o in outcomes(reread, driver, major, root))
+            state = "in effect" if loads else "not in effect"
             typer.echo(f'  re-read: {driver}_load="YES" is {state} ({where})', err=fmt == "json")
         if eb is not None:
             after_status = assess(gather(host), host.name, host.spec)
@@ -246,6 +269,10 @@ def enable(
     root: RootOpt = "",
     fmt: FormatOpt = "text",
     bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
+    bench_html: Annotated[
+        str | None,
+        typer.Option("--bench-html", help="With --bench: also write the before/after charts as one HTML page."),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="With --root: write aesni_load even for a 13.0+ system (custom kernel)."),
@@ -264,6 +291,16 @@ def enable(
             "--bench measures the running kernel, not the system at --root DIR: "
             "use --bench without --root"
         )
+    if bench_html is not None:
+        if not bench:
+            fail("--bench-html FILE goes with --bench (it is the page of the before/after measurements)")
+        from bsdcrypt.errors import BsdcryptError
+        from bsdcrypt.fsutil import check_output_path
+
+        try:
+            check_output_path(bench_html)  # before anything is changed or measured
+        except BsdcryptError as exc:
+            fail(str(exc))
     if force and not root:
         fail(
             "--force only applies with --root DIR (a 13.0+ system booting a custom kernel); on a running "
@@ -273,7 +310,7 @@ def enable(
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_enable(inp, files, persist=persist, root=root, force=force)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench, bench_html=bench_html)
 
 
 def disable(
