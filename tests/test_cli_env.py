@@ -167,6 +167,7 @@ def test_format_values_complete() -> None:
     assert _complete_bash("bsdcrypt", "fleet-audit", "--format", "c") == ["csv"]
     assert _complete_bash("bsdcrypt", "analyze", "-f", "") == ["table", "json", "yaml", "csv", "prometheus", "html"]
     assert _complete_bash("bsdcrypt", "fleet-audit", "-f", "h") == ["html"]
+    assert _complete_bash("bsdcrypt", "bench", "--format", "") == ["table", "json", "yaml", "prometheus", "html"]
 
 
 def test_host_completes_local_and_shipped_recordings() -> None:

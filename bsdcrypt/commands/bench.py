@@ -423,6 +423,19 @@ class EnableBench:
             typer.echo(json.dumps({**doc, "bench": self.to_dict()}, indent=2))
 
 
+BENCH_FORMATS_HELP = {
+    "table": "aligned text and bars (the default)",
+    "json": "the bench record (docs/bench.md)",
+    "yaml": "the same as YAML",
+    "prometheus": "node_exporter textfile collector",
+    "html": "one self-contained page charting the run(s)",
+}
+
+
+def _complete_format(incomplete: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in BENCH_FORMATS_HELP.items() if k.startswith(incomplete)]
+
+
 def _host_help() -> str:
     from bsdcrypt.cli import literal_help  # at registration time: cli is loaded by then
 
@@ -493,7 +506,10 @@ def register(app: typer.Typer) -> None:
         fmt: Annotated[
             str,
             typer.Option(
-                "--format", "-f", help="table, json, yaml, prometheus (textfile collector) or html (one page)."
+                "--format",
+                "-f",
+                help="table, json, yaml, prometheus (textfile collector) or html (one page).",
+                autocompletion=_complete_format,
             ),
         ] = "table",
         output: Annotated[
