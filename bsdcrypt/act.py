@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from bsdcrypt import loaderconf
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.host import Host, RunResult, sh_quote
+from bsdcrypt.hosts.base import Host, RunResult, sh_quote
 from bsdcrypt.interrupts import Interrupted, signals_deferred, signame_of, sigterm_raises
 from bsdcrypt.loaderconf import FileEdit, effective
 from bsdcrypt.plan import Action, Note, Plan, Refuse, RunCommand, WriteFile

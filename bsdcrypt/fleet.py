@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from bsdcrypt import verbose
 from bsdcrypt.errors import REMEDIES as REMEDIES  # re-exported from its old home, for now
 from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, fleet_remedy, kind_of
-from bsdcrypt.host import Host, RunResult
+from bsdcrypt.hosts import verbose
+from bsdcrypt.hosts.base import Host, RunResult
 from bsdcrypt.hostsfile import Duplicate, HostEntry
 from bsdcrypt.interrupts import Interrupted, signals_ignored, signame_of
 from bsdcrypt.probe import PROBE_MAGIC

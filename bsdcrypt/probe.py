@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import ProbeError
-from bsdcrypt.host import Host, sh_quote
+from bsdcrypt.hosts.base import Host, sh_quote
 
 PROBE_MAGIC = "# bsdcrypt-probe v1"
 

@@ -18,7 +18,7 @@ import yaml
 
 from bsdcrypt import __version__
 from bsdcrypt.errors import BsdcryptError, HostError
-from bsdcrypt.host import RunResult
+from bsdcrypt.hosts.base import RunResult
 from bsdcrypt.probe import PROBE_MAGIC, Evidence, Step, render
 
 FORMAT = 1

@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from bsdcrypt.act import ActError, kldload, perform, posix_cksum, read_loader_files, safe_write, verify
-from bsdcrypt.host import LocalHost, RunResult
+from bsdcrypt.hosts.base import LocalHost, RunResult
 from bsdcrypt.loaderconf import EditError, FileEdit, effective, is_yes, restore, set_yes
 from bsdcrypt.plan import PlanInput, plan_disable, plan_enable
 
@@ -763,7 +763,7 @@ def _login_shells() -> list[str | None]:
 @settings(max_examples=30, deadline=None)
 @given(data=st.binary(max_size=2000))
 def test_the_input_reaches_the_command_byte_for_byte(data: bytes) -> None:
-    from bsdcrypt.host import stdin_script
+    from bsdcrypt.hosts.base import stdin_script
 
     script = stdin_script("cat", data)
     assert script.isascii() and b"\x00" not in script  # nothing a shell could mangle

@@ -19,7 +19,7 @@ from bsdcrypt.bench import (
     measure,
 )
 from bsdcrypt.bench.session import controller_name
-from bsdcrypt.host import RunResult
+from bsdcrypt.hosts.base import RunResult
 from bsdcrypt.parsers.mdconfig import parse_mdconfig_list
 from bsdcrypt.parsers.swapinfo import parse_swapinfo_avail_kib
 from bsdcrypt.parsers.sysctl import parse_boottime

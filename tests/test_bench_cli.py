@@ -20,7 +20,7 @@ runner = CliRunner()
 @pytest.fixture()
 def host(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     h = ScriptedHost()
-    monkeypatch.setattr("bsdcrypt.host.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.base.parse_host_spec", lambda spec: h)
     monkeypatch.setattr("bsdcrypt.commands.bench._facts_for", lambda _h: None)
     monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)  # where cleanup reads it
     names = {c.name or getattr(c.callback, "__name__", None) for c in app.registered_commands}
@@ -101,7 +101,7 @@ def _openssl_output(command: str) -> bytes:
 def test_userland_alone_needs_no_root_no_fio_and_touches_no_device(
     host: ScriptedHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bsdcrypt.host import RunResult
+    from bsdcrypt.hosts.base import RunResult
 
     host.uid = 1001
     host.has_fio = False
@@ -208,7 +208,7 @@ def test_sigterm_during_cleanup_after_an_error_exits_130(host: ScriptedHost, mon
     import os
     import signal
 
-    from bsdcrypt.host import RunResult
+    from bsdcrypt.hosts.base import RunResult
 
     scripted = host._execute
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bsdcrypt.errors import HostError
-from bsdcrypt.host import LocalHost, RunResult
-from bsdcrypt.verbose import VerboseHost, probe_commands
+from bsdcrypt.hosts.base import LocalHost, RunResult
+from bsdcrypt.hosts.verbose import VerboseHost, probe_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]

@@ -200,7 +200,7 @@ def test_verbose_does_not_let_root_through_on_a_recording(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
     """-v wraps every host in a VerboseHost: the recording check must look under it."""
-    from bsdcrypt import verbose
+    from bsdcrypt.hosts import verbose
 
     monkeypatch.setattr(verbose, "_enabled", True)
     conf = _boot(tmp_path, b"a=1\n")

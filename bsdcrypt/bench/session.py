@@ -40,7 +40,7 @@ from bsdcrypt.bench.model import (
 )
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.facts import GeliProvider
-from bsdcrypt.host import Host, RunResult
+from bsdcrypt.hosts.base import Host, RunResult
 from bsdcrypt.interrupts import reason_of, signals_deferred
 from bsdcrypt.parsers import fio as fio_parser
 from bsdcrypt.parsers.geli import parse_geli_list

@@ -22,7 +22,7 @@ from bsdcrypt.bench import (
     UserlandResult,
 )
 from bsdcrypt.bench.model import NO_BEFORE_COMPILED_IN, NO_BEFORE_LOADED, compare, userland_record
-from bsdcrypt.host import Host
+from bsdcrypt.hosts.base import Host
 
 FORMATS = ("table", "json", "yaml", "prometheus")
 EXIT_INTERRUPTED = 130
@@ -363,7 +363,7 @@ def register(app: typer.Typer) -> None:
         """
         from bsdcrypt import bench as engine
         from bsdcrypt.cli import fail, write_report
-        from bsdcrypt.host import parse_host_spec
+        from bsdcrypt.hosts.base import parse_host_spec
 
         if fmt not in FORMATS:
             fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")

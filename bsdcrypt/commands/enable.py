@@ -100,8 +100,8 @@ def _one_write_per_file(host: Any, plan: Plan, files: list[tuple[str, bytes]], r
     """Two names of one loader file (`loader.conf.local -> loader.conf`): written once, or refused
     (exit 2) when that cannot give the planned value (act.merge_same_files). A recording has no
     files to resolve: its plan is shown as it is."""
+    from bsdcrypt.hosts.verbose import unwrap
     from bsdcrypt.recording import ReplayHost
-    from bsdcrypt.verbose import unwrap
 
     if not plan.writes or isinstance(unwrap(host), ReplayHost):
         return plan
@@ -121,7 +121,7 @@ def _execute(
     from bsdcrypt.act import perform, read_loader_files
     from bsdcrypt.assess import assess
     from bsdcrypt.cli import fail
-    from bsdcrypt.host import parse_host_spec
+    from bsdcrypt.hosts.base import parse_host_spec
     from bsdcrypt.loaderconf import EditError, files_from_evidence, read_by_loader
     from bsdcrypt.probe import gather
 
@@ -132,8 +132,8 @@ def _execute(
     try:
         if root:
             from bsdcrypt.act import ActError, check_root
+            from bsdcrypt.hosts.verbose import unwrap
             from bsdcrypt.recording import ReplayHost
-            from bsdcrypt.verbose import unwrap
 
             if isinstance(unwrap(host), ReplayHost):  # -v wraps the host: look under it
                 fail(

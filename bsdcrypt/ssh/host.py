@@ -12,7 +12,7 @@ from typing import Any
 import paramiko
 from paramiko.packet import Packetizer
 
-from bsdcrypt.host import REMOTE_COMMAND, RunResult, stdin_script
+from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
 from bsdcrypt.hostsfile import SpecError, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.errors import SSHError

@@ -18,7 +18,7 @@ import pytest
 
 from bsdcrypt.errors import HostError
 from bsdcrypt.fleet import GRACE, Auditor, FleetOptions, Progress, fd_limit_parallel, run_fleet
-from bsdcrypt.host import Host, RunResult
+from bsdcrypt.hosts.base import Host, RunResult
 from bsdcrypt.hostsfile import parse_hosts
 
 REPO = Path(__file__).resolve().parents[2]

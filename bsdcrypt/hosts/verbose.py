@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from bsdcrypt.host import Host, RunResult
+from bsdcrypt.hosts.base import Host, RunResult
 
 _enabled = os.environ.get("BSDCRYPT_VERBOSE", "") not in ("", "0")
 _lock = threading.Lock()

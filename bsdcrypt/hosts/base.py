@@ -118,7 +118,7 @@ class LocalHost:
 
 def parse_host_spec(spec: str | None) -> Host:
     """Turn a --host value into a Host: local, replay:FILE|NAME, or [user@]host[:port]."""
-    from bsdcrypt.verbose import wrap  # -v: log every command run on the host
+    from bsdcrypt.hosts.verbose import wrap  # -v: log every command run on the host
 
     return wrap(_make_host(spec))
 

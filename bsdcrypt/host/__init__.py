@@ -1,0 +1,17 @@
+"""Moved to bsdcrypt.hosts (base, local, open): this package re-exports the old names until every branch
+has merged the move. New code imports bsdcrypt.hosts.*."""
+
+from bsdcrypt.hosts.base import (
+    REMOTE_COMMAND,
+    Host,
+    LocalHost,
+    RunResult,
+    _make_host,
+    parse_host_spec,
+    sh_quote,
+    stdin_script,
+)
+
+__all__ = [
+    "REMOTE_COMMAND", "Host", "LocalHost", "RunResult", "_make_host", "parse_host_spec", "sh_quote", "stdin_script",
+]
