@@ -258,7 +258,7 @@ def status(
 
     Exit status: 0 OK, 1 warning (action recommended), 2 critical, 3 unknown or error.
     """
-    from bsdcrypt.hosts.base import parse_host_spec
+    from bsdcrypt.hosts.open import parse_host_spec
     from bsdcrypt.pipeline import status_of
     from bsdcrypt.report import FORMATS, render
 
@@ -312,7 +312,7 @@ def record(
     timeout: TimeoutOpt = 120.0,
 ) -> None:
     """Save what the probe gathers on a host as a YAML recording (docs/recordings.md)."""
-    from bsdcrypt.hosts.base import parse_host_spec
+    from bsdcrypt.hosts.open import parse_host_spec
     from bsdcrypt.pipeline import gather_evidence
     from bsdcrypt.recording import dump
     from bsdcrypt.recording import redact as redact_evidence

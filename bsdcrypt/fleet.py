@@ -40,6 +40,7 @@ from bsdcrypt.errors import REMEDIES as REMEDIES  # re-exported from its old hom
 from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, fleet_remedy, kind_of
 from bsdcrypt.hosts import verbose
 from bsdcrypt.hosts.base import Host, RunResult
+from bsdcrypt.hosts.open import open_host, replay_file
 from bsdcrypt.hostsfile import Duplicate, HostEntry
 from bsdcrypt.interrupts import Interrupted, signals_ignored, signame_of
 from bsdcrypt.probe import PROBE_MAGIC
@@ -101,6 +102,14 @@ class _ProbeGuard:
         self.name = host.name
         self.spec = host.spec
 
+    @property
+    def kind(self) -> str:
+        return self.host.kind
+
+    @property
+    def can_exec(self) -> bool:
+        return self.host.can_exec
+
     def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
         result = self.host.run(command, input=input, timeout=timeout)
         if PROBE_MAGIC in command and result.rc != 0:
@@ -108,6 +117,9 @@ class _ProbeGuard:
             size = len(result.stdout)
             raise CutOff(f"the probe was cut off: the remote shell ended {how} after {size} bytes")
         return result
+
+    def abort(self) -> None:
+        self.host.abort()
 
     def close(self) -> None:
         self.host.close()
@@ -231,20 +243,8 @@ class Auditor:
 
     def make_host(self, entry: HostEntry) -> Host:
         if entry.replay is not None:
-            from bsdcrypt.recording import ReplayHost
-
-            host: Host = ReplayHost.from_file(replay_path(entry))
-            return host
-        from bsdcrypt.ssh import SSHHost
-
-        return SSHHost(
-            entry.host,
-            user=entry.user,
-            port=entry.port,
-            context=self.ssh_context(),
-            spec=entry.ssh_spec,
-            timeout=self.options.timeout,
-        )
+            return open_host(entry.ssh_spec, base_dir=entry.base_dir or "")
+        return open_host(entry.ssh_spec, ssh=self.ssh_context(), timeout=self.options.timeout)
 
     def audit(self, entry: HostEntry, on_host: Callable[[Host], None] | None = None) -> HostResult:
         start = time.monotonic()
@@ -269,15 +269,8 @@ class Auditor:
 
 def replay_path(entry: HostEntry) -> Path:
     """The recording of a replay: entry: relative to the hosts file's folder, else as given, else shipped."""
-    from bsdcrypt.recording import resolve_recording
-
     assert entry.replay is not None
-    path = Path(entry.replay).expanduser()
-    if not path.is_absolute() and entry.base_dir:
-        candidate = Path(entry.base_dir) / path
-        if candidate.is_file():
-            return candidate
-    return path if path.is_file() else resolve_recording(entry.replay)
+    return replay_file(entry.replay, entry.base_dir or None)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -478,7 +471,7 @@ def run_fleet(
                         if first is not None:
                             host.close()
                             raise _Duplicate(first)
-                if slot.aborted and hasattr(host, "abort"):
+                if slot.aborted:
                     host.abort()
 
             try:

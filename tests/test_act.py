@@ -14,7 +14,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from bsdcrypt.act import ActError, kldload, perform, posix_cksum, read_loader_files, safe_write, verify
-from bsdcrypt.hosts.base import LocalHost, RunResult
+from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import EditError, FileEdit, effective, is_yes, restore, set_yes
 from bsdcrypt.plan import PlanInput, plan_disable, plan_enable
 

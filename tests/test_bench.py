@@ -135,6 +135,7 @@ class ScriptedHost:
     """A FreeBSD host in miniature: answers bench's commands like FreeBSD would and keeps
     md(4)/GELI state, so a test can see exactly what was created and destroyed."""
 
+    can_exec = True
     uid: int = 0
     has_fio: bool = True
     crypto: str = "accelerated software"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bsdcrypt.act import ActError, check_writable, read_loader_files, read_root_system, safe_write, undo_write
-from bsdcrypt.hosts.base import LocalHost
+from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import set_yes
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bsdcrypt.errors import ProbeError
-from bsdcrypt.hosts.base import LocalHost
+from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.probe import FILES, STEPS, Evidence, Step, build_script, gather, parse_output, render
 
 

@@ -363,7 +363,7 @@ def register(app: typer.Typer) -> None:
         """
         from bsdcrypt import bench as engine
         from bsdcrypt.cli import fail, write_report
-        from bsdcrypt.hosts.base import parse_host_spec
+        from bsdcrypt.hosts.open import parse_host_spec
 
         if fmt not in FORMATS:
             fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")

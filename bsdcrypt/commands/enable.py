@@ -100,10 +100,7 @@ def _one_write_per_file(host: Any, plan: Plan, files: list[tuple[str, bytes]], r
     """Two names of one loader file (`loader.conf.local -> loader.conf`): written once, or refused
     (exit 2) when that cannot give the planned value (act.merge_same_files). A recording has no
     files to resolve: its plan is shown as it is."""
-    from bsdcrypt.hosts.verbose import unwrap
-    from bsdcrypt.recording import ReplayHost
-
-    if not plan.writes or isinstance(unwrap(host), ReplayHost):
+    if not plan.writes or not host.can_exec:
         return plan
     from bsdcrypt.act import ActError, merge_same_files, real_paths
     from bsdcrypt.cli import fail
@@ -121,7 +118,7 @@ def _execute(
     from bsdcrypt.act import perform, read_loader_files
     from bsdcrypt.assess import assess
     from bsdcrypt.cli import fail
-    from bsdcrypt.hosts.base import parse_host_spec
+    from bsdcrypt.hosts.open import parse_host_spec
     from bsdcrypt.loaderconf import EditError, files_from_evidence, read_by_loader
     from bsdcrypt.probe import gather
 
@@ -132,10 +129,7 @@ def _execute(
     try:
         if root:
             from bsdcrypt.act import ActError, check_root
-            from bsdcrypt.hosts.verbose import unwrap
-            from bsdcrypt.recording import ReplayHost
-
-            if isinstance(unwrap(host), ReplayHost):  # -v wraps the host: look under it
+            if not host.can_exec:
                 fail(
                     f"--root needs a host with a file system, and {host.spec} is a recording: use --root "
                     "on the local machine (or with --host over SSH)"

@@ -13,7 +13,7 @@ import paramiko
 from paramiko.packet import Packetizer
 
 from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hostsfile import SpecError, split_spec
+from bsdcrypt.hosts.spec import SpecError, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
@@ -30,6 +30,9 @@ MAX_PROXY_JUMPS = 8
 
 class SSHHost:
     """A host reached over SSH. Connects on the first `run`; `abort()` may be called from any thread."""
+
+    kind = "ssh"
+    can_exec = True
 
     def __init__(
         self,

@@ -95,7 +95,7 @@ def _minimal_freebsd_recording(path: Path) -> None:
 def linux_recording(path: Path) -> Path:
     """A recording of this (Linux) machine, made by the real probe."""
     from bsdcrypt import recording
-    from bsdcrypt.hosts.base import LocalHost
+    from bsdcrypt.hosts.local import LocalHost
     from bsdcrypt.probe import gather
 
     if not path.exists():

@@ -75,7 +75,9 @@ def test_hard_deadline_bounds_wall_time_even_when_a_host_ignores_abort() -> None
     start = time.monotonic()
     run = run_fleet(entries, opts, auditor=A(opts))
     elapsed = time.monotonic() - start
-    assert elapsed < 0.5 + GRACE + 0.5
+    # the stuck host hangs for 60 s: the run ends after about timeout + GRACE instead (the slack is only a
+    # safety net for a loaded machine, far below the 60 s a run that waited for the host would take)
+    assert elapsed < 0.5 + GRACE + 15
     by = {r.entry.host: r for r in run.results}
     assert by["stuck.example"].error_kind == "timeout"
     assert by["slow.example"].error_kind == "error" or by["slow.example"].error_kind == "timeout"
