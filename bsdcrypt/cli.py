@@ -260,7 +260,7 @@ def status(
     """
     from bsdcrypt.hosts.open import parse_host_spec
     from bsdcrypt.pipeline import status_of
-    from bsdcrypt.report import FORMATS, render
+    from bsdcrypt.render.status import FORMATS, render
 
     _check_format(fmt, FORMATS)
     try:

@@ -756,17 +756,17 @@ def render_csv(run: FleetRun) -> str:
 
 def render(run: FleetRun, fmt: str) -> str:
     if fmt == "json":
-        from bsdcrypt.report import to_json
+        from bsdcrypt.render.status import to_json
 
         return to_json(document(run))
     if fmt == "yaml":
-        from bsdcrypt.report import to_yaml
+        from bsdcrypt.render.status import to_yaml
 
         return to_yaml(document(run))
     if fmt == "csv":
         return render_csv(run)
     if fmt == "prometheus":
-        from bsdcrypt import prometheus
+        from bsdcrypt.render import prometheus
 
         return prometheus.render([r.status for r in sort_results(run.results)], timestamp=time.time())
     return render_table(run)

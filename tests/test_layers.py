@@ -34,10 +34,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("bsdcrypt.hosts.verbose", "bsdcrypt.hosts.open", "bsdcrypt.host", "bsdcrypt.verbose"),
     # assessment, advice, planning, collecting others' output
     ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.plan", "bsdcrypt.analyze"),
-    # renderers
-    ("bsdcrypt.report", "bsdcrypt.prometheus"),
     # acting on a host, measuring it, running a fleet
     ("bsdcrypt.act", "bsdcrypt.bench", "bsdcrypt.fleet"),
+    # renderers (bsdcrypt.report, bsdcrypt.prometheus: re-exports of their old homes, for now)
+    ("bsdcrypt.render", "bsdcrypt.report", "bsdcrypt.prometheus"),
     # the typer layer
     ("bsdcrypt.cli", "bsdcrypt.commands", "bsdcrypt.__main__"),
 ]

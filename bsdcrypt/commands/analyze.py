@@ -120,7 +120,7 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
         raise BsdcryptError(f"nothing to analyze: no probe output, Ansible output or recording ({skipped} skipped)")
     run = fleet.FleetRun(results, time.monotonic() - started, parallel=1, timeout=0.0)
     if fmt == "prometheus":
-        from bsdcrypt import prometheus
+        from bsdcrypt.render import prometheus
 
         report = prometheus.render([r.status for r in fleet.sort_results(results)], timestamp=time.time())
     elif fmt == "table":

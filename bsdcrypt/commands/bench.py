@@ -448,7 +448,7 @@ def register(app: typer.Typer) -> None:
         elif fmt == "prometheus":
             import time
 
-            from bsdcrypt.prometheus import render_bench
+            from bsdcrypt.render.prometheus import render_bench
 
             write_report(render_bench(result.to_record(), h.spec, timestamp=time.time()), output)
         else:

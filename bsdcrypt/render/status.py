@@ -110,7 +110,7 @@ def render(s: Status, fmt: str) -> str:
     if fmt == "prometheus":
         import time
 
-        from bsdcrypt import prometheus
+        from bsdcrypt.render import prometheus
 
         return prometheus.render([s], timestamp=time.time())
     return table(s)
