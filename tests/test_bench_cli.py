@@ -181,7 +181,7 @@ def test_keylen_256_end_to_end(host: ScriptedHost) -> None:
 
 def test_spread_is_the_same_figure_in_table_and_json() -> None:
     from bsdcrypt.bench import BenchResult, HostFacts, Measurement, Sample
-    from bsdcrypt.commands.bench import render_table
+    from bsdcrypt.render.bench import render_table
 
     mib = 1024 * 1024
     m = Measurement("geli", "write", [Sample(b * mib, 1.0, 10000) for b in (100, 110, 90)])

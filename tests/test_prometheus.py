@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsdcrypt.render import prometheus
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.recording import ReplayHost
+from bsdcrypt.render import prometheus
 from bsdcrypt.status import Finding, GeliInfo, Status
 
 parser = pytest.importorskip("prometheus_client.parser")

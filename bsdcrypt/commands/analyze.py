@@ -10,7 +10,7 @@ import typer
 from bsdcrypt.cli import FleetFormatOpt, OutputOpt
 
 if TYPE_CHECKING:
-    from bsdcrypt.fleet import FleetRun
+    pass
 
 FORMATS = ("table", "json", "yaml", "csv", "prometheus")
 
@@ -119,40 +119,13 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
     if not results:
         raise BsdcryptError(f"nothing to analyze: no probe output, Ansible output or recording ({skipped} skipped)")
     run = fleet.FleetRun(results, time.monotonic() - started, parallel=1, timeout=0.0)
-    if fmt == "prometheus":
-        from bsdcrypt.render import prometheus
+    from bsdcrypt.render.fleet import render, render_collected
 
-        report = prometheus.render([r.status for r in fleet.sort_results(results)], timestamp=time.time())
-    elif fmt == "table":
-        report = _table(run)
-    else:
-        report = fleet.render(run, fmt)
+    report = render_collected(run) if fmt == "table" else render(run, fmt)
     from bsdcrypt.cli import write_report
 
     write_report(report, output)
     return run.exit_code
-
-
-def _table(run: FleetRun) -> str:
-    """fleet-audit's table and totals, with a summary that fits collected output."""
-    from tabulate import tabulate
-
-    from bsdcrypt import fleet
-
-    rows = []
-    for r in fleet.sort_results(run.results):
-        cells = fleet.row(r)
-        cells["verdict"] = cells["verdict"].upper()
-        cells["finding"] = " ".join(cells["finding"].split())
-        rows.append([cells[k] for k in fleet.HEADERS])
-    out = tabulate(rows, headers=list(fleet.HEADERS.values()), tablefmt="simple")
-    totals = run.totals()
-    tot = tabulate([[v.upper(), n] for v, n in totals.items()], headers=["verdict", "hosts"], tablefmt="simple")
-    n_hosts = len(run.results)
-    summary = f"{n_hosts} host{'' if n_hosts == 1 else 's'}: " + ", ".join(f"{n} {v}" for v, n in totals.items() if n)
-    if run.failed:
-        summary += f" ({run.failed} without usable probe output)"
-    return f"{out}\n\n{tot}\n\n{summary}\n"
 
 
 def register(app: typer.Typer) -> None:

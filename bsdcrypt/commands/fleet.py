@@ -115,7 +115,9 @@ def _fleet_audit(
     if not quiet:
         for note in run.duplicates:
             typer.echo(f"bsdcrypt: note: {note}", err=True)
-    report = fleet.render(run, fmt)
+    from bsdcrypt.render.fleet import render
+
+    report = render(run, fmt)
     if output is None or output == "-":
         typer.echo(report, nl=False)
     else:

@@ -307,7 +307,8 @@ def test_match_exec_runs_without_invoke(tmp_path: Path) -> None:
 
 
 def test_rows_sort_by_address_and_naturally_within_a_verdict() -> None:
-    from bsdcrypt.fleet import HostResult, failed_status, sort_results
+    from bsdcrypt.fleet import HostResult, failed_status
+    from bsdcrypt.render.fleet import sort_results
 
     text = "127.1.0.19\nfw10\n127.1.0.1\n[::1]:22\nfw2\n127.1.0.2\nreplay:b10\nreplay:b9\n10.0.0.1\n"
     results = [HostResult(e, failed_status(e, "timeout", "x"), 0.0, "x", "timeout")
