@@ -179,9 +179,9 @@ def test_no_before_when_the_driver_was_already_loaded(monkeypatch: pytest.Monkey
 def test_no_before_when_enable_only_persists(monkeypatch: pytest.MonkeyPatch) -> None:
     _builtin_host(monkeypatch, "freebsd-12.2-bhyve-geli-software-aesni-kldloaded")
     written: list[object] = []
-    monkeypatch.setattr("bsdcrypt.act.perform", lambda host, plan, **kw: written.append(plan))
-    monkeypatch.setattr("bsdcrypt.act.read_loader_files", lambda host, root: [])
-    monkeypatch.setattr("bsdcrypt.act.real_paths", lambda host, paths, root: {p: p for p in paths})
+    monkeypatch.setattr("bsdcrypt.enable.act.perform", lambda host, plan, **kw: written.append(plan))
+    monkeypatch.setattr("bsdcrypt.enable.act.read_loader_files", lambda host, root: [])
+    monkeypatch.setattr("bsdcrypt.enable.act.real_paths", lambda host, paths, root: {p: p for p in paths})
     result = CliRunner().invoke(
         _app(), ["enable", "--persist", "--bench", "--yes", "--host", "x"]  # type: ignore[arg-type]
     )

@@ -182,7 +182,7 @@ def test_the_confirmation_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_ctrl_c_during_the_writes_says_what_was_put_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bsdcrypt import act
+    from bsdcrypt.enable import act
 
     conf = _boot(tmp_path, b"a=1\n")
 

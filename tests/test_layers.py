@@ -33,9 +33,10 @@ LAYERS: list[tuple[str, ...]] = [
     # the one host factory (and -v, which describes the probe's steps)
     ("bsdcrypt.hosts.verbose", "bsdcrypt.hosts.open", "bsdcrypt.host", "bsdcrypt.verbose"),
     # assessment, advice, planning, collecting others' output
-    ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.plan", "bsdcrypt.analyze"),
+    ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.enable.plan", "bsdcrypt.plan",
+     "bsdcrypt.analyze"),
     # acting on a host, measuring it, running a fleet
-    ("bsdcrypt.act", "bsdcrypt.bench", "bsdcrypt.fleet"),
+    ("bsdcrypt.enable", "bsdcrypt.act", "bsdcrypt.bench", "bsdcrypt.fleet"),
     # renderers (bsdcrypt.report, bsdcrypt.prometheus: re-exports of their old homes, for now)
     ("bsdcrypt.render", "bsdcrypt.report", "bsdcrypt.prometheus"),
     # the typer layer

@@ -1,25 +1,26 @@
-"""`bsdcrypt enable` and `bsdcrypt disable --persist` (docs/enable.md).
+"""`bsdcrypt enable` and `bsdcrypt disable --persist` (docs/enable.md): options -> enable.flow -> exit code.
 
-gather (one probe) -> assess -> plan (pure) -> show -> confirm -> act (through host.run only).
+The flow (bsdcrypt.enable.flow) does the work; this module shows the plan, asks, and turns the
+outcome into an exit status.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from bsdcrypt.cli import HostOpt
-from bsdcrypt.plan import Plan, PlanInput, RunCommand, loader_driver
+from bsdcrypt.enable import flow
+from bsdcrypt.enable.flow import EXIT_DECLINED as EXIT_DECLINED  # the exit codes, for importers of old
+from bsdcrypt.enable.flow import EXIT_REFUSED, FlowError, PlanFor
+from bsdcrypt.enable.plan import Plan, PlanInput, loader_driver
 from bsdcrypt.render.plan import plan_to_dict, render_plan
+from bsdcrypt.status import Status
 
 FORMATS = ("text", "json")
-EXIT_DECLINED = 1
-EXIT_REFUSED = 2
-MAX_LOADER_FILE = 1 << 20  # real loader.conf files are a few KiB; the editor and diff are not built for more
 
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", "-n", help="Show the diff and the commands; change nothing.")
@@ -37,157 +38,73 @@ RootOpt = Annotated[
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
 
 
-def _confirm(yes: bool) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        from bsdcrypt.cli import fail
+class _Hooks:
+    """The flow's hooks: the plan and remarks on stdout (JSON: one document), progress on stderr with
+    JSON, the confirmation prompt on the terminal."""
 
-        fail(
-            "not changing anything without confirmation: re-run with --yes (or --dry-run to look)",
-            EXIT_REFUSED,
-        )
-    if not typer.confirm("Apply these changes?", default=False):
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.eb: Any = None  # --bench: bsdcrypt.commands.bench.EnableBench, made by bench_for
+
+    def bench_for(self) -> Any:
+        from bsdcrypt.commands.bench import EnableBench
+
+        self.eb = EnableBench(self.fmt)
+        return self.eb
+
+    def show(self, plan: Plan, status: Status, root: str) -> None:
+        if self.fmt == "json":
+            doc = {"host": f"{status.host}:{root}" if root else status.host, "plan": plan_to_dict(plan)}
+            if self.eb is not None:
+                self.eb.document = doc  # printed when enable is done, with the "bench" member
+            else:
+                typer.echo(json.dumps(doc, indent=2))
+        else:
+            typer.echo(render_plan(plan, f"the system at {root} (on {status.host})" if root else status.host), nl=False)
+
+    def note(self, text: str) -> None:
+        if self.fmt == "text":
+            typer.echo(text)
+
+    def say(self, line: str) -> None:
+        typer.echo(f"  {line}", err=self.fmt == "json")
+
+    def confirm(self) -> bool:
+        if not sys.stdin.isatty():
+            raise FlowError(
+                "not changing anything without confirmation: re-run with --yes (or --dry-run to look)", EXIT_REFUSED
+            )
+        if typer.confirm("Apply these changes?", default=False):
+            return True
         # Not done, by the user's choice: 1, distinct from done (0), refused (2) and error (3).
         typer.echo("nothing changed.")
-        raise typer.Exit(EXIT_DECLINED)
-
-
-PlanFor = Callable[[PlanInput, list[tuple[str, bytes]]], Plan]
-
-
-def _one_write_per_file(host: Any, plan: Plan, files: list[tuple[str, bytes]], root: str, name: str) -> Plan:
-    """Two names of one loader file (`loader.conf.local -> loader.conf`): written once, or refused
-    (exit 2) when that cannot give the planned value (act.merge_same_files). A recording has no
-    files to resolve: its plan is shown as it is."""
-    if not plan.writes or not host.can_exec:
-        return plan
-    from bsdcrypt.act import ActError, merge_same_files, real_paths
-    from bsdcrypt.cli import fail
-
-    paths = [p for p, _ in files] + [w.edit.path for w in plan.writes]
-    try:
-        return merge_same_files(plan, files, real_paths(host, paths, root), name)
-    except ActError as exc:
-        fail(f"refused: {exc}", EXIT_REFUSED)
+        return False
 
 
 def _execute(
     host_spec: str, plan_for: PlanFor, *, dry_run: bool, yes: bool, fmt: str, root: str, bench: bool = False
 ) -> None:
-    from bsdcrypt.act import perform, read_loader_files
-    from bsdcrypt.assess import assess
     from bsdcrypt.cli import fail
+    from bsdcrypt.enable.act import ActInterrupted
     from bsdcrypt.hosts.open import parse_host_spec
-    from bsdcrypt.loaderconf import EditError, files_from_evidence, read_by_loader
-    from bsdcrypt.probe import gather
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     host = parse_host_spec(host_spec)
-    eb: Any = None  # --bench: bsdcrypt.commands.bench.EnableBench
+    hooks = _Hooks(fmt)
+    request = flow.Request(plan_for, root=root, dry_run=dry_run, yes=yes, bench=bench)
     try:
-        if root:
-            from bsdcrypt.act import ActError, check_root
-            if not host.can_exec:
-                fail(
-                    f"--root needs a host with a file system, and {host.spec} is a recording: use --root "
-                    "on the local machine (or with --host over SSH)"
-                )
-            try:
-                check_root(host, root)
-            except ActError as exc:
-                fail(str(exc))
-        evidence = gather(host)
-        status = assess(evidence, host.name, host.spec)
-        # With --root the files come from DIR; otherwise the probe already read them (the write
-        # re-checks their content on the host, so a change in between is caught, not clobbered).
-        files = read_loader_files(host, root) if root else files_from_evidence(evidence)
-        inp = PlanInput.from_status(status)
-        major = status.os.major
-        if root:
-            from dataclasses import replace
-
-            from bsdcrypt.act import read_root_system
-            from bsdcrypt.parsers.version import parse_release
-            from bsdcrypt.platform import primary_driver
-
-            system = read_root_system(host, root)
-            inp = replace(inp, root_release=system.release, root_variant=system.variant)
-            if system.arch:  # the image's kernel decides the driver, not the machine running bsdcrypt
-                inp = replace(inp, arch=system.arch, driver=primary_driver(system.arch))
-            rel = parse_release(inp.root_release) if inp.root_release else None
-            major = rel.major if rel else None
-        # Before 13.0 the loader does not read loader.conf.d: lines there neither count nor get edited.
-        files = read_by_loader(files, major)
-        for path, data in files:
-            if len(data) > MAX_LOADER_FILE:
-                fail(f"{path} is {len(data) // 1024} KiB: not a loader configuration bsdcrypt will edit (limit 1 MiB)")
-        try:
-            plan: Plan = plan_for(inp, files)
-        except EditError as exc:  # the editor could not prove a change correct: one line, nothing written
-            fail(str(exc))
-        plan = _one_write_per_file(host, plan, files, root, loader_driver(inp))
-        if bench and not dry_run and plan.refusal is None:
-            from bsdcrypt.commands.bench import EnableBench
-
-            eb = EnableBench(fmt)
-        if fmt == "json":
-            target = f"{status.host}:{root}" if root else status.host
-            doc = {"host": target, "plan": plan_to_dict(plan)}
-            if eb is not None:
-                eb.document = doc  # printed when enable is done, with the "bench" member
-            else:
-                typer.echo(json.dumps(doc, indent=2))
-        else:
-            typer.echo(render_plan(plan, f"the system at {root} (on {status.host})" if root else status.host), nl=False)
-        if plan.refusal is not None:
-            if dry_run and plan.refusal.needs_root:
-                # The plan is what root would do: showing it is what a dry run is for.
-                if fmt == "text":
-                    typer.echo("dry run: nothing changed (applying this needs root).")
-                raise typer.Exit(0)
-            raise typer.Exit(EXIT_REFUSED)
-        if not plan.changes_something:
-            if fmt == "text":
-                typer.echo("nothing to change.")
-            if eb is not None:
-                # Compiled in, already loaded, or nothing to load: no "before"; report the absolute figure.
-                eb.measure(host, status, "as it is", state="nothing was changed")
-                eb.report(eb.no_before_reason(status, loads_driver=False, changes=False))
-            raise typer.Exit(0)
-        if dry_run:
-            if fmt == "text":
-                typer.echo("dry run: nothing changed." + (" (--bench would measure before and after)" if bench else ""))
-            raise typer.Exit(0)
-        _confirm(yes)
-        loads_driver = any(isinstance(a, RunCommand) and a.argv[:1] == ("kldload",) for a in plan.actions)
-        if eb is not None and loads_driver:
-            eb.measure(host, status, "before", state="nothing was changed (enable had not started)")
-        from bsdcrypt.act import ActInterrupted
-
-        try:
-            perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"), root=root)
-        except ActInterrupted as exc:  # what was put back, and the state of the file being written
-            typer.echo(f"bsdcrypt: {exc}", err=True)
-            raise typer.Exit(130) from exc
-        if plan.writes:
-            from bsdcrypt.loaderconf import effective, is_yes
-
-            driver = loader_driver(inp)
-            reread = read_by_loader(read_loader_files(host, root), major)
-            eff = effective(reread, f"{driver}_load")
-            where = f"{eff.path}:{eff.line}" if eff else "nowhere"
-            state = "in effect" if is_yes(eff) else "not in effect"
-            typer.echo(f'  re-read: {driver}_load="YES" is {state} ({where})', err=fmt == "json")
-        if eb is not None:
-            after_status = assess(gather(host), host.name, host.spec)
-            eb.measure(host, after_status, "after", state=eb.done(loads_driver, bool(plan.writes)))
-            eb.report(eb.no_before_reason(status, loads_driver=loads_driver, changes=True))
+        code = flow.run(host, request, hooks, hooks.bench_for)
+    except FlowError as exc:
+        fail(str(exc), exc.code)
+    except ActInterrupted as exc:  # what was put back, and the state of the file being written
+        typer.echo(f"bsdcrypt: {exc}", err=True)
+        raise typer.Exit(130) from exc
     finally:
-        if eb is not None:
-            eb.close()
+        if hooks.eb is not None:
+            hooks.eb.close()
         host.close()
+    raise typer.Exit(code)
 
 
 def enable(
@@ -211,7 +128,7 @@ def enable(
     nothing to do, 1 confirmation declined (nothing changed), 2 refused, 3 error.
     """
     from bsdcrypt.cli import fail
-    from bsdcrypt.plan import plan_enable
+    from bsdcrypt.enable.plan import plan_enable
 
     if root and bench:
         fail(
@@ -242,7 +159,7 @@ def disable(
 ) -> None:
     """Undo exactly what `enable --persist` changed in the loader configuration."""
     from bsdcrypt.cli import fail
-    from bsdcrypt.plan import plan_disable
+    from bsdcrypt.enable.plan import plan_disable
 
     if not persist:
         fail(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bsdcrypt.plan import Note, Plan, Refuse, RunCommand, WriteFile
+from bsdcrypt.enable.plan import Note, Plan, Refuse, RunCommand, WriteFile
 
 
 def plan_to_dict(plan: Plan) -> list[dict[str, Any]]:
