@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     # the one host factory (and -v, which describes the probe's steps)
     ("bsdcrypt.hosts.verbose", "bsdcrypt.hosts.open", "bsdcrypt.host", "bsdcrypt.verbose"),
     # assessment, advice, planning, collecting others' output
-    ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.enable.plan", "bsdcrypt.plan",
+    ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.enable.plan", "bsdcrypt.plan", "bsdcrypt.userland",
      "bsdcrypt.analyze"),
     # acting on a host, measuring it, running a fleet
     ("bsdcrypt.enable", "bsdcrypt.act", "bsdcrypt.bench", "bsdcrypt.fleet"),
