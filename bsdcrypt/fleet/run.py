@@ -28,65 +28,28 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from bsdcrypt.errors import REMEDIES as REMEDIES  # re-exported from its old home, for now
-from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, fleet_remedy, kind_of
+from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, kind_of
+from bsdcrypt.fleet.progress import Progress
+from bsdcrypt.fleet.results import FleetInterrupted, FleetRun, HostResult, failed_status
 from bsdcrypt.hosts import verbose
 from bsdcrypt.hosts.base import Host, RunResult
 from bsdcrypt.hosts.open import open_host, replay_file
 from bsdcrypt.hostsfile import Duplicate, HostEntry
-from bsdcrypt.interrupts import Interrupted, signals_ignored, signame_of
+from bsdcrypt.interrupts import signals_ignored, signame_of
 from bsdcrypt.probe import PROBE_MAGIC
-from bsdcrypt.status import EXIT_CODES, Status, error_status, worst_verdict
+from bsdcrypt.status import Status
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 30.0
 GRACE = 2.0  # after the deadline, how long an aborted worker may take to give up
 FDS_PER_HOST = 4  # socket, agent socket, and a ProxyCommand's pipes
 FD_RESERVE = 64
-VERDICT_ORDER = {"critical": 0, "warning": 1, "unknown": 2, "ok": 3}  # table: needing action first
 
 
-
-
-@dataclass
-class HostResult:
-    """One row of the fleet: the host's Status (a synthetic one when it failed)."""
-
-    entry: HostEntry
-    status: Status
-    elapsed: float
-    error: str | None = None
-    error_kind: str | None = None
-
-    @property
-    def target(self) -> str:
-        return self.entry.spec
-
-    @property
-    def verdict(self) -> str:
-        return self.status.verdict
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `status --format json` schema, plus a `fleet` member for this run."""
-        data = self.status.to_dict()
-        data["fleet"] = {
-            "target": self.target,
-            "source_line": self.entry.source,
-            "error": self.error,
-            "error_kind": self.error_kind,
-            "elapsed_s": round(self.elapsed, 3),
-        }
-        return data
-
-
-def failed_status(entry: HostEntry, kind: str, reason: str) -> Status:
-    return error_status(
-        entry.host or entry.spec, entry.ssh_spec, f"fleet-{kind}", reason, fleet_remedy(kind)
-    )
 
 
 class _ProbeGuard:
@@ -128,24 +91,6 @@ class _Duplicate(Exception):
     def __init__(self, first: int) -> None:
         super().__init__(first)
         self.first = first
-
-
-class FleetInterrupted(Interrupted):
-    """Ctrl-C or SIGTERM during a fleet run; raised by run_fleet once the hosts in flight were aborted
-    and their ProxyCommands killed, with what the run had got to."""
-
-    def __init__(self, signame: str = "SIGINT") -> None:
-        super().__init__(signame)
-        self.counted = False  # set by run_fleet: the interrupt came while hosts were being audited
-        self.done = 0
-        self.in_flight = 0
-        self.not_started = 0
-
-    def describe(self) -> str:
-        if not self.counted:
-            return f"interrupted by {self.signame}"
-        return (f"interrupted by {self.signame}: {self.done} host{'' if self.done == 1 else 's'} done, "
-                f"{self.in_flight} in flight aborted, {self.not_started} not started")
 
 
 # ---------------------------------------------------------------------------- assessment seam
@@ -288,94 +233,12 @@ def fd_limit_parallel(wanted: int) -> int:
     return max(1, min(wanted, (soft - FD_RESERVE) // FDS_PER_HOST))
 
 
-class Progress:
-    """`done/total, failed, elapsed, ETA` on one stderr line; only when stderr is a terminal.
-
-    Redrawn when a host finishes (at most every 0.1 s) and by `tick()` every `REFRESH` seconds
-    meanwhile, so that elapsed time and ETA move while slow hosts hold the count still.
-    """
-
-    REFRESH = 0.5
-
-    def __init__(
-        self,
-        total: int,
-        stream: TextIO | None = None,
-        enabled: bool | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.total = total
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.clock = clock
-        self.start = clock()
-        self._last = 0.0
-        self._width = 0
-        self._done = self._failed = 0
-
-    def tick(self) -> None:
-        """Redraw with the same counts if the line is older than REFRESH (the fleet loop calls it often)."""
-        if self.enabled and self.clock() - self._last >= self.REFRESH:
-            self.update(self._done, self._failed, force=True)
-
-    def update(self, done: int, failed: int, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        self._done, self._failed = done, failed
-        now = self.clock()
-        if not force and now - self._last < 0.1 and done < self.total:
-            return
-        self._last = now
-        elapsed = now - self.start
-        eta = "--" if done == 0 else f"{elapsed / done * (self.total - done):.0f}s"
-        bar_w = 24
-        filled = bar_w * done // max(1, self.total)
-        line = (f"[{'#' * filled}{'.' * (bar_w - filled)}] {done}/{self.total} done, "
-                f"{failed} failed, {elapsed:.0f}s elapsed, ETA {eta}")
-        pad = max(0, self._width - len(line))
-        self._width = len(line)
-        self.stream.write("\r" + line + " " * pad)
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
-
-
 @dataclass
 class _Running:
     started: float
     deadline: float
     host: Any = None
     aborted: bool = False
-
-
-@dataclass
-class FleetRun:
-    results: list[HostResult]
-    elapsed: float
-    parallel: int
-    timeout: float
-    duplicates: list[str] = field(default_factory=list)
-
-    @property
-    def verdict(self) -> str:
-        return worst_verdict([r.verdict for r in self.results])
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
-
-    def totals(self) -> dict[str, int]:
-        out = {v: 0 for v in ("critical", "warning", "unknown", "ok")}
-        for r in self.results:
-            out[r.verdict] = out.get(r.verdict, 0) + 1
-        return out
-
-    @property
-    def failed(self) -> int:
-        return sum(1 for r in self.results if r.error is not None)
 
 
 def _duplicate_notes(entries: Sequence[HostEntry], dup_of: dict[int, int]) -> list[str]:

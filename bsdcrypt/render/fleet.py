@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bsdcrypt.fleet import VERDICT_ORDER, FleetRun, HostResult
+from bsdcrypt.fleet.results import VERDICT_ORDER, FleetRun, HostResult
 from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.render.serialize import dump, yesno
 from bsdcrypt.status import Finding, Status
