@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bsdcrypt.commands.enable import register
+from bsdcrypt.cli.enable import register
 
 app = typer.Typer()
 register(app)
@@ -170,7 +170,7 @@ def test_the_confirmation_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     from types import SimpleNamespace
 
     conf = _boot(tmp_path, b"a=1\n")
-    monkeypatch.setattr("bsdcrypt.commands.enable.sys", SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True)))
+    monkeypatch.setattr("bsdcrypt.cli.enable.sys", SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True)))
     result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path)], input=answer)
     assert result.exit_code == code, result.output
     assert "Apply these changes?" in result.output

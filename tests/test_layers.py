@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     # renderers (bsdcrypt.report, bsdcrypt.prometheus: re-exports of their old homes, for now)
     ("bsdcrypt.render", "bsdcrypt.report", "bsdcrypt.prometheus"),
     # the typer layer
-    ("bsdcrypt.cli", "bsdcrypt.commands", "bsdcrypt.__main__"),
+    ("bsdcrypt.cli", "bsdcrypt.commands", "bsdcrypt.__main__"),  # bsdcrypt.commands: re-exports, for now
 ]
 CLI = ("bsdcrypt.cli", "bsdcrypt.commands", "bsdcrypt.__main__")
 KNOWN_CYCLES: set[frozenset[str]] = set()  # none: a cycle found is a defect, not an entry here

@@ -44,10 +44,10 @@ class _Hooks:
 
     def __init__(self, fmt: str) -> None:
         self.fmt = fmt
-        self.eb: Any = None  # --bench: bsdcrypt.commands.bench.EnableBench, made by bench_for
+        self.eb: Any = None  # --bench: bsdcrypt.cli.bench.EnableBench, made by bench_for
 
     def bench_for(self) -> Any:
-        from bsdcrypt.commands.bench import EnableBench
+        from bsdcrypt.cli.bench import EnableBench
 
         self.eb = EnableBench(self.fmt)
         return self.eb

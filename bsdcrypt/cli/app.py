@@ -22,7 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Commands defined in bsdcrypt/commands/<module>.py, which adds them with register(app). A module is
+# Commands defined in bsdcrypt/cli/<module>.py, which adds them with register(app). A module is
 # imported only when one of its commands runs (or for help and completion): start-up time of `status`.
 COMMAND_MODULES: dict[str, str] = {
     "enable": "enable",
@@ -344,7 +344,7 @@ def recordings() -> None:
 
 
 def _register_commands(argv: list[str] | None = None) -> None:
-    """Register the commands of bsdcrypt/commands: only the one `argv` asks for, else all of them."""
+    """Register the commands of bsdcrypt/cli/<module>.py: only the one `argv` asks for, else all of them."""
     wanted = next((a for a in (argv or [])[1:] if not a.startswith("-")), None)
     if wanted in CORE_COMMANDS:
         return
@@ -352,7 +352,7 @@ def _register_commands(argv: list[str] | None = None) -> None:
     for name in modules:
         if name not in _registered:
             _registered.add(name)
-            importlib.import_module(f"bsdcrypt.commands.{name}").register(app)
+            importlib.import_module(f"bsdcrypt.cli.{name}").register(app)
 
 
 def _no_color() -> None:
