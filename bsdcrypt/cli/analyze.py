@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt
+from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt
 
 if TYPE_CHECKING:
     pass
@@ -122,7 +122,7 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
     from bsdcrypt.render.fleet import render, render_collected
 
     report = render_collected(run) if fmt == "table" else render(run, fmt)
-    from bsdcrypt.cli import write_report
+    from bsdcrypt.cli.options import write_report
 
     write_report(report, output)
     return run.exit_code

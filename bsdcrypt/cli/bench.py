@@ -189,7 +189,7 @@ class EnableBench:
 
 
 def _host_help() -> str:
-    from bsdcrypt.cli import literal_help  # at registration time: cli is loaded by then
+    from bsdcrypt.cli.options import literal_help
 
     return literal_help("local (default), or [user@]host[:port] over SSH (a recording cannot run a bench).")
 
@@ -259,7 +259,7 @@ def register(app: typer.Typer) -> None:
         Exit status: 0 done, 3 error, 130 interrupted.
         """
         from bsdcrypt import bench as engine
-        from bsdcrypt.cli import fail, write_report
+        from bsdcrypt.cli.options import fail, write_report
         from bsdcrypt.hosts.open import parse_host_spec
 
         if fmt not in FORMATS:

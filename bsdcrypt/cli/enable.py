@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli import HostOpt
+from bsdcrypt.cli.options import HostOpt
 from bsdcrypt.enable import flow
 from bsdcrypt.enable.flow import EXIT_DECLINED as EXIT_DECLINED  # the exit codes, for importers of old
 from bsdcrypt.enable.flow import EXIT_REFUSED, FlowError, PlanFor
@@ -84,7 +84,7 @@ class _Hooks:
 def _execute(
     host_spec: str, plan_for: PlanFor, *, dry_run: bool, yes: bool, fmt: str, root: str, bench: bool = False
 ) -> None:
-    from bsdcrypt.cli import fail
+    from bsdcrypt.cli.options import fail
     from bsdcrypt.enable.act import ActInterrupted
     from bsdcrypt.hosts.open import parse_host_spec
 
@@ -127,7 +127,7 @@ def enable(
     Explains every no-op (compiled in, no AES-NI, VM hiding it, appliance). Exit status: 0 done or
     nothing to do, 1 confirmation declined (nothing changed), 2 refused, 3 error.
     """
-    from bsdcrypt.cli import fail
+    from bsdcrypt.cli.options import fail
     from bsdcrypt.enable.plan import plan_enable
 
     if root and bench:
@@ -158,7 +158,7 @@ def disable(
     fmt: FormatOpt = "text",
 ) -> None:
     """Undo exactly what `enable --persist` changed in the loader configuration."""
-    from bsdcrypt.cli import fail
+    from bsdcrypt.cli.options import fail
     from bsdcrypt.enable.plan import plan_disable
 
     if not persist:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt, literal_help, seconds
+from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt, literal_help, seconds
 
 FORMATS = ("table", "json", "yaml", "csv", "prometheus")
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli import HostOpt
+from bsdcrypt.cli.options import HostOpt
 
 FORMATS = ("text", "json")
 EXIT_WARNING = 1
@@ -147,7 +147,7 @@ def userland(
     roll back; --apply writes it (rc.conf <svc>_env like sysrc, or a systemd drop-in). Exit status:
     0 done or nothing to do, 1 declined or (--check) a warning, 2 refused, 3 error.
     """
-    from bsdcrypt.cli import fail
+    from bsdcrypt.cli.options import fail
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.hosts.open import parse_host_spec
     from bsdcrypt.userland import plan as uplan
