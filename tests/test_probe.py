@@ -100,16 +100,23 @@ def _run_counting_writes(script: str) -> tuple[list[bytes], int]:
         return writes, proc.wait(timeout=120)
 
 
+def _steady(data: bytes) -> bytes:
+    """Output of two runs on this machine, without what differs from run to run (ldd's load addresses)."""
+    import re
+
+    return re.sub(rb"\(0x[0-9a-f]+\)", b"(ADDR)", data)
+
+
 def test_buffered_probe_prints_the_same_bytes_in_a_few_writes() -> None:
     token = "@@bsdcrypt-0123456789abcdef"
     direct, rc1 = _run_counting_writes(build_script(token, buffered=False))
     buffered, rc2 = _run_counting_writes(build_script(token))
     assert rc1 == rc2 == 0
-    assert b"".join(buffered) == b"".join(direct)
+    assert _steady(b"".join(buffered)) == _steady(b"".join(direct))
     assert len(direct) > 60  # a frame, the output, a frame: per step
     # the first step on its own, then all the rest at once
     assert len(buffered) == 2
-    assert parse_output(b"".join(buffered), token).steps == parse_output(b"".join(direct), token).steps
+    assert parse_output(b"".join(buffered), token).steps.keys() == parse_output(b"".join(direct), token).steps.keys()
 
 
 def test_buffered_probe_without_dd_writes_directly() -> None:
@@ -118,7 +125,7 @@ def test_buffered_probe_without_dd_writes_directly() -> None:
     assert "command -v dd " in script
     no_dd, rc = _run_counting_writes(script.replace("command -v dd ", "command -v bsdcrypt-no-such-dd "))
     direct, _ = _run_counting_writes(build_script(token, buffered=False))
-    assert rc == 0 and b"".join(no_dd) == b"".join(direct) and len(no_dd) == len(direct)
+    assert rc == 0 and _steady(b"".join(no_dd)) == _steady(b"".join(direct)) and len(no_dd) == len(direct)
 
 
 def _with_step(monkeypatch: pytest.MonkeyPatch, after: str, name: str, cmd: str) -> None:
@@ -182,5 +189,5 @@ def test_buffered_probe_under_other_shells(shell: str) -> None:
     outs = [subprocess.run(argv, input=build_script(token, buffered=b).encode(), capture_output=True,
                            check=False, timeout=120) for b in (True, False)]
     assert outs[0].returncode == outs[1].returncode == 0
-    assert outs[0].stdout == outs[1].stdout
+    assert _steady(outs[0].stdout) == _steady(outs[1].stdout)
     assert "exists:/boot/kernel/padlock.ko" in parse_output(outs[0].stdout, token).steps

@@ -57,6 +57,7 @@ class FleetRun:
     parallel: int
     timeout: float
     duplicates: list[str] = field(default_factory=list)
+    workers: int = 0  # worker threads the run started (at most `parallel`)
 
     @property
     def verdict(self) -> str:

@@ -37,29 +37,32 @@ def open_host(
     base_dir: str | None = None,
     ssh: SSHContext | None = None,
     timeout: float | None = None,
+    max_output: int | None = None,
 ) -> Host:
     """A Host for `local`, `replay:FILE|NAME` or `[user@]host[:port]`, wrapped for -v when it is on.
 
-    A `--host` value (base_dir None) keeps its spec as given, so `replay:NAME` reads the same wherever
-    bsdcrypt is installed; a hosts file's replay entry (base_dir: the file's folder) is named by the
-    file it resolved to. `ssh` and `timeout` go to an SSH host: its client config and its deadline.
+    A recording keeps its spec as written (`replay:NAME`, or the path as given), never where a shipped
+    recording happens to be installed; a relative path is looked up first in `base_dir` (a hosts
+    file's folder). `ssh`, `timeout` and `max_output` go to an SSH host: its client config, its
+    deadline and how much output one command may return.
     """
-    return verbose.wrap(_open(spec, base_dir, ssh, timeout))
+    return verbose.wrap(_open(spec, base_dir, ssh, timeout, max_output))
 
 
-def _open(spec: str | None, base_dir: str | None, ssh: SSHContext | None, timeout: float | None) -> Host:
+def _open(
+    spec: str | None, base_dir: str | None, ssh: SSHContext | None, timeout: float | None, max_output: int | None
+) -> Host:
     if spec is None or is_local(spec):
         return LocalHost()
     if spec.startswith(REPLAY):  # any path, spaces included (a hosts file line cannot hold those)
         from bsdcrypt.recording import ReplayHost
 
         host = ReplayHost.from_file(replay_file(spec[len(REPLAY):], base_dir))
-        if base_dir is None:
-            host.spec = spec
+        host.spec = spec
         return host
     from bsdcrypt.ssh import SSHHost
 
-    return SSHHost.from_spec(spec, ssh, timeout)
+    return SSHHost.from_spec(spec, ssh, timeout, max_output)
 
 
 def parse_host_spec(spec: str | None) -> Host:
