@@ -194,7 +194,7 @@ def test_spread_is_the_same_figure_in_table_and_json() -> None:
 def test_cleanup_refuses_the_devices_of_a_running_bench(host: ScriptedHost) -> None:
     import os
 
-    from bsdcrypt.bench.session import controller_name
+    from bsdcrypt.bench.state import controller_name
 
     host.md["md1"] = Md("swap", "1024m", LABEL)
     host.state_file = f"1732000000 md1 {os.getppid()}@{controller_name()} swap 1073741824\n"
@@ -260,7 +260,7 @@ def test_output_is_checked_before_the_bench_runs(host: ScriptedHost, tmp_path: P
 def test_cleanup_json_and_yaml_say_what_was_removed_and_left_alone(host: ScriptedHost, tmp_path: Path) -> None:
     import os
 
-    from bsdcrypt.bench.session import controller_name
+    from bsdcrypt.bench.state import controller_name
 
     host.md["md1"] = Md("swap", "1024m", LABEL)
     host.md["md2"] = Md("swap", "1024m", LABEL)
