@@ -124,10 +124,18 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
     # With --root the files come from DIR; otherwise the probe already read them (the write
     # re-checks their content on the host, so a change in between is caught, not clobbered).
     files = read_loader_files(host, root) if root else files_from_evidence(evidence)
+    from bsdcrypt.assess import UNCOLLECTED
+
+    if not root and UNCOLLECTED in (status.persist.uncertain or "") and host.can_exec:
+        try:  # follow loader_conf_files & co. to the end
+            files = read_loader_files(host)
+        except ActError as exc:
+            raise FlowError(str(exc)) from None
     inp = PlanInput.from_status(status)
     major = status.os.major
     if root:
         inp, major = _root_input(host, root, inp)
+        inp = replace(inp, major=major, blacklisted=None)
     # Before 13.0 the loader does not read loader.conf.d: lines there neither count nor get edited.
     files = read_by_loader(files, major)
     for path, data in files:
@@ -145,12 +153,15 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
 def reread(host: Host, inp: PlanInput, root: str, major: int | None) -> str:
     """After the write: is `<driver>_load="YES"` in effect, as the loader reads the files now?"""
     from bsdcrypt.enable.act import read_loader_files
-    from bsdcrypt.loaderconf import effective, is_yes, read_by_loader
+    from bsdcrypt.loaderconf import effective, read_by_loader
+    from bsdcrypt.loadermodel import outcomes
 
     driver = loader_driver(inp)
-    eff = effective(read_by_loader(read_loader_files(host, root), major), f"{driver}_load")
+    reread = read_by_loader(read_loader_files(host, root), major)
+    eff = effective(reread, f"{driver}_load")
     where = f"{eff.path}:{eff.line}" if eff else "nowhere"
-    state = "in effect" if is_yes(eff) else "not in effect"
+    loads = all(o.loads for o in outcomes(reread, driver, major, root))
+    state = "in effect" if loads else "not in effect"
     return f're-read: {driver}_load="YES" is {state} ({where})'
 
 
