@@ -12,7 +12,7 @@ from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt
 if TYPE_CHECKING:
     pass
 
-FORMATS = ("table", "json", "yaml", "csv", "prometheus")
+FORMATS = ("table", "json", "yaml", "csv", "prometheus", "html")
 
 
 def probe_script(
@@ -121,7 +121,15 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
     run = fleet.FleetRun(results, time.monotonic() - started, parallel=1, timeout=0.0)
     from bsdcrypt.render.fleet import render, render_collected
 
-    report = render_collected(run) if fmt == "table" else render(run, fmt)
+    if fmt == "table":
+        report = render_collected(run)
+    elif fmt == "html":
+        from bsdcrypt.render.html import fleet_page  # Jinja2: only on this path
+
+        source = ", ".join("standard input" if f == "-" else f for f in files)
+        report = fleet_page(run, title="bsdcrypt fleet report (analyze)", source=source, command="analyze")
+    else:
+        report = render(run, fmt)
     from bsdcrypt.cli.options import write_report
 
     write_report(report, output)

@@ -21,10 +21,18 @@ from bsdcrypt.bench import (
 )
 from bsdcrypt.bench.model import NO_BEFORE_COMPILED_IN, NO_BEFORE_LOADED, compare, userland_record
 from bsdcrypt.hosts.base import Host
-from bsdcrypt.render.bench import cleanup_document, render_table, render_userland
+from bsdcrypt.render.bench import (
+    cleanup_document,
+    compare_document,
+    ratios,
+    render_compare,
+    render_table,
+    render_userland,
+)
 from bsdcrypt.render.serialize import dump as _dump
 
-FORMATS = ("table", "json", "yaml", "prometheus")
+FORMATS = ("table", "json", "yaml", "prometheus", "html")
+COMPARE_FORMATS = ("table", "json", "yaml", "html")
 EXIT_INTERRUPTED = 130
 
 
@@ -70,6 +78,45 @@ def _facts_for(host: Host) -> HostFacts | None:
         return None
 
 
+# --------------------------------------------------------------------------- bench --compare
+
+
+def _compare(records: list[str], fmt: str, output: str | None) -> None:
+    from bsdcrypt.bench.records import expand, label, load, same_file
+    from bsdcrypt.cli.options import fail, write_report
+    from bsdcrypt.errors import BsdcryptError
+
+    if fmt not in COMPARE_FORMATS:
+        fail(f"--compare has no {fmt} report; choose one of: {', '.join(COMPARE_FORMATS)}")
+    if not records:
+        fail("--compare needs bench records: RECORD.json files or a folder of them (default: "
+             f"{default_results_dir()})")
+    try:
+        paths = expand(records)
+        if output is not None and output != "-":
+            from bsdcrypt.fsutil import check_output_path
+
+            check_output_path(output)
+            if any(same_file(output, p) for p in paths):
+                fail(f"the output {output} is one of the records to compare; nothing written")
+        runs = [(str(p), load(p)) for p in paths]
+    except BsdcryptError as exc:  # a bad record, an unwritable -o: one line naming it
+        fail(str(exc))
+    if fmt == "table":
+        text = render_compare(runs)
+    elif fmt == "html":
+        from bsdcrypt.render.html import BenchRun, bench_page
+
+        text = bench_page(
+            [BenchRun(f"{n}: {label(res)}", res, key=str(n)) for n, (_, res) in enumerate(runs, start=1)],
+            title="bsdcrypt bench comparison", command="bench --compare",
+            source=", ".join(p for p, _ in runs), ratios=ratios(runs),
+        )
+    else:
+        text = _dump(compare_document(runs), fmt)
+    write_report(text, output)
+
+
 # --------------------------------------------------------------------------- enable --bench
 
 
@@ -81,8 +128,9 @@ class EnableBench:
     document whatever happens (an error, an interrupt).
     """
 
-    def __init__(self, fmt: str, save_dir: Path | None = None) -> None:
+    def __init__(self, fmt: str, save_dir: Path | None = None, html: str | None = None) -> None:
         self.fmt = fmt
+        self.html = html  # --bench-html FILE: the before/after page
         self.save_dir = default_results_dir() if save_dir is None else save_dir
         self.before: BenchResult | None = None
         self.after: BenchResult | None = None
@@ -162,6 +210,8 @@ class EnableBench:
         """Text: the before/after table (or what there is). JSON: kept for `close`."""
         if self.after is not None:
             self.speedup = compare(self.before, self.after, why_no_before)
+        if self.html:
+            self.write_html()
         if self.fmt != "text":
             return
         saved = "".join(f"saved: {p}\n" for p in self.saved)
@@ -170,6 +220,29 @@ class EnableBench:
         elif self.before is not None:
             text = render_table(self.before) + "  no 'after' measurement (it failed; see above)\n"
             typer.echo(text + saved, nl=False)
+
+    def write_html(self) -> None:
+        """--bench-html FILE: the runs there are (before, after or as it is), the speedup and its note."""
+        from bsdcrypt.cli import write_report
+        from bsdcrypt.render.html import BenchRun, bench_page, speedup_texts
+
+        runs = [BenchRun(k := (r.context or "run").split(": ")[-1], r, key=k)
+                for r in (self.before, self.after) if r is not None]
+        if not runs:
+            return
+        host = runs[0].result.host.hostname or "?"
+        note = self.speedup.note if self.speedup is not None else ""
+        page = bench_page(runs, title=f"bsdcrypt enable --bench on {host}", command="enable --bench",
+                          source=host + "".join(f"; saved {p}" for p in self.saved),
+                          ratios=[f"speedup, {t}" for t in speedup_texts(self.speedup)], note=note)
+        try:
+            write_report(page, self.html)
+        except OSError as exc:
+            self.errors.append(f"could not write {self.html}: {exc}")
+            typer.echo(f"bsdcrypt: could not write {self.html}: {exc}", err=True)
+            return
+        if self.fmt == "text":
+            typer.echo(f"bench report: {self.html}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -188,6 +261,19 @@ class EnableBench:
             typer.echo(json.dumps({**doc, "bench": self.to_dict()}, indent=2))
 
 
+BENCH_FORMATS_HELP = {
+    "table": "aligned text and bars (the default)",
+    "json": "the bench record (docs/bench.md)",
+    "yaml": "the same as YAML",
+    "prometheus": "node_exporter textfile collector",
+    "html": "one self-contained page charting the run(s)",
+}
+
+
+def _complete_format(incomplete: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in BENCH_FORMATS_HELP.items() if k.startswith(incomplete)]
+
+
 def _host_help() -> str:
     from bsdcrypt.cli.options import literal_help
 
@@ -197,6 +283,12 @@ def _host_help() -> str:
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
+        records: Annotated[
+            list[str] | None,
+            typer.Argument(
+                help="With --compare: saved bench records (RECORD.json) or folders of them.", show_default=False
+            ),
+        ] = None,
         host: Annotated[
             str,
             typer.Option(
@@ -237,13 +329,26 @@ def register(app: typer.Typer) -> None:
                 "what was removed and left alone).",
             ),
         ] = False,
+        compare: Annotated[
+            bool,
+            typer.Option(
+                "--compare",
+                help="Run no bench: chart the saved RECORDS side by side (table: Unicode bars; -f html: one page).",
+            ),
+        ] = False,
         save: Annotated[
             str,
             typer.Option("--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench)."),
         ] = "",
         no_save: Annotated[bool, typer.Option("--no-save", help="Do not write a JSON record.")] = False,
         fmt: Annotated[
-            str, typer.Option("--format", "-f", help="table, json, yaml or prometheus (textfile collector).")
+            str,
+            typer.Option(
+                "--format",
+                "-f",
+                help="table, json, yaml, prometheus (textfile collector) or html (one page).",
+                autocompletion=_complete_format,
+            ),
         ] = "table",
         output: Annotated[
             str | None,
@@ -256,18 +361,27 @@ def register(app: typer.Typer) -> None:
 
         Cleans up on success, error, Ctrl-C and SIGTERM; removes what a crashed run of its own left.
 
+        With --compare it runs nothing and charts saved records instead (bench --compare DIR).
+
         Exit status: 0 done, 3 error, 130 interrupted.
         """
         from bsdcrypt import bench as engine
         from bsdcrypt.cli.options import fail, write_report
         from bsdcrypt.hosts.open import parse_host_spec
 
+        if compare:
+            _compare(records or [], fmt, output)
+            raise typer.Exit(0)
+        if records:
+            fail(f"unexpected argument {records[0]!r}: only bench --compare reads records")
         if fmt not in FORMATS:
             fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
         if userland and fmt == "prometheus":
             fail("--userland has no Prometheus metrics; use --format json or yaml")
         if cleanup and fmt == "prometheus":
             fail("--cleanup has no Prometheus metrics; use --format table, json or yaml")
+        if (userland or cleanup) and fmt == "html":
+            fail(f"{'--userland' if userland else '--cleanup'} has no HTML report; use --format table, json or yaml")
         if host.startswith("replay:"):
             fail("bench measures a live host (local or over SSH); a recording cannot run commands")
         if output is not None and output != "-":
@@ -348,5 +462,11 @@ def register(app: typer.Typer) -> None:
             from bsdcrypt.render.prometheus import render_bench
 
             write_report(render_bench(result.to_record(), h.spec, timestamp=time.time()), output)
+        elif fmt == "html":
+            from bsdcrypt.render.html import BenchRun, bench_page
+
+            page = bench_page([BenchRun(result.host.hostname or h.spec, result)], title="bsdcrypt bench",
+                              command="bench", source=h.spec + (f"; saved {saved}" if saved else ""))
+            write_report(page, output)
         else:
             write_report(_dump(result.to_record(), fmt), output)

@@ -50,6 +50,7 @@ STATUS_FORMATS_HELP = {
     "yaml": "the same as YAML",
     "nagios": "one monitoring-plugins line, exit 0/1/2/3",
     "prometheus": "node_exporter textfile collector",
+    "html": "one self-contained HTML page (docs/output.md)",
 }
 FLEET_FORMATS_HELP = {
     "table": "one row per host (the default)",
@@ -57,6 +58,7 @@ FLEET_FORMATS_HELP = {
     "yaml": "the same as YAML",
     "csv": "one flat row per host",
     "prometheus": "node_exporter textfile collector",
+    "html": "one self-contained HTML page: charts, sortable table, details",
 }
 
 

@@ -42,14 +42,15 @@ class _Hooks:
     """The flow's hooks: the plan and remarks on stdout (JSON: one document), progress on stderr with
     JSON, the confirmation prompt on the terminal."""
 
-    def __init__(self, fmt: str) -> None:
+    def __init__(self, fmt: str, bench_html: str | None = None) -> None:
         self.fmt = fmt
+        self.bench_html = bench_html
         self.eb: Any = None  # --bench: bsdcrypt.cli.bench.EnableBench, made by bench_for
 
     def bench_for(self) -> Any:
         from bsdcrypt.cli.bench import EnableBench
 
-        self.eb = EnableBench(self.fmt)
+        self.eb = EnableBench(self.fmt, html=self.bench_html)
         return self.eb
 
     def show(self, plan: Plan, status: Status, root: str) -> None:
@@ -82,7 +83,15 @@ class _Hooks:
 
 
 def _execute(
-    host_spec: str, plan_for: PlanFor, *, dry_run: bool, yes: bool, fmt: str, root: str, bench: bool = False
+    host_spec: str,
+    plan_for: PlanFor,
+    *,
+    dry_run: bool,
+    yes: bool,
+    fmt: str,
+    root: str,
+    bench: bool = False,
+    bench_html: str | None = None,
 ) -> None:
     from bsdcrypt.cli.options import fail
     from bsdcrypt.enable.act import ActInterrupted
@@ -91,7 +100,7 @@ def _execute(
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     host = parse_host_spec(host_spec)
-    hooks = _Hooks(fmt)
+    hooks = _Hooks(fmt, bench_html)
     request = flow.Request(plan_for, root=root, dry_run=dry_run, yes=yes, bench=bench)
     try:
         code = flow.run(host, request, hooks, hooks.bench_for)
@@ -117,6 +126,10 @@ def enable(
     root: RootOpt = "",
     fmt: FormatOpt = "text",
     bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
+    bench_html: Annotated[
+        str | None,
+        typer.Option("--bench-html", help="With --bench: also write the before/after charts as one HTML page."),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="With --root: write aesni_load even for a 13.0+ system (custom kernel)."),
@@ -135,6 +148,16 @@ def enable(
             "--bench measures the running kernel, not the system at --root DIR: "
             "use --bench without --root"
         )
+    if bench_html is not None:
+        if not bench:
+            fail("--bench-html FILE goes with --bench (it is the page of the before/after measurements)")
+        from bsdcrypt.errors import BsdcryptError
+        from bsdcrypt.fsutil import check_output_path
+
+        try:
+            check_output_path(bench_html)  # before anything is changed or measured
+        except BsdcryptError as exc:
+            fail(str(exc))
     if force and not root:
         fail(
             "--force only applies with --root DIR (a 13.0+ system booting a custom kernel); on a running "
@@ -144,7 +167,7 @@ def enable(
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_enable(inp, files, persist=persist, root=root, force=force)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench, bench_html=bench_html)
 
 
 def disable(

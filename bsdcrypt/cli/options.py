@@ -49,7 +49,8 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        help="table, json, yaml, nagios (one line, monitoring-plugins exit codes) or prometheus (textfile collector).",
+        help="table, json, yaml, nagios (one line, monitoring-plugins exit codes), prometheus (textfile collector) "
+        "or html (one self-contained page).",
         autocompletion=complete_format,
     ),
 ]
@@ -73,7 +74,9 @@ def check_format(fmt: str, allowed: tuple[str, ...]) -> str:
 # fleet-audit and analyze: one row per host
 FleetFormatOpt = Annotated[
     str,
-    typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.", autocompletion=complete_fleet_format),
+    typer.Option(
+        "--format", "-f", help="table, json, yaml, csv, prometheus or html.", autocompletion=complete_fleet_format
+    ),
 ]
 OutputOpt = Annotated[
     str | None,

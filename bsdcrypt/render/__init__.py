@@ -6,4 +6,5 @@ prometheus.py  node_exporter textfile metrics (status, fleet, bench)
 fleet.py       fleet-audit's and analyze's table, CSV and document
 plan.py        enable/disable's plan as text and as data
 bench.py       bench's tables and charts
+html.py        the self-contained HTML page (status, fleet, bench), with svg.py's charts and bars.py
 """

@@ -101,3 +101,72 @@ def cleanup_document(report: Any) -> dict[str, Any]:
         "left_alone": [{"device": dev, "why": why} for dev, why in report.refused],
         "summary": report.summary(),
     }
+
+
+# --------------------------------------------------------------------------- bench --compare
+
+
+def ratios(runs: list[tuple[str, BenchResult]]) -> list[str]:
+    """Each later run's GELI median over the first run's, per direction ("2 vs 1 write: 5.3x")."""
+    out: list[str] = []
+    if len(runs) < 2:
+        return out
+    first = runs[0][1]
+    for n, (_, res) in enumerate(runs[1:], start=2):
+        for d in ("write", "read"):
+            a, b = res.get("geli", d), first.get("geli", d)
+            if a is not None and b is not None and b.median_bw > 0:
+                out.append(f"run {n} vs run 1, {d}: {a.median_bw / b.median_bw:.1f}x")
+    return out
+
+
+def _figure(m: Any) -> str:
+    text = f"{m.median_mib_s:6.0f} MiB/s"
+    if not m.single:
+        mibs = [x.bw_bytes / MIB for x in m.samples]
+        text += f"  [{min(mibs):.0f}..{max(mibs):.0f}, {len(m.samples)} runs, spread {m.spread_pct or 0:.1f}%]"
+    return text
+
+
+def render_compare(runs: list[tuple[str, BenchResult]], width: int = 32) -> str:
+    """The terminal comparison: the runs, then per direction a bar per run (GELI, then the md ceiling)."""
+    from bsdcrypt.render.bars import chart
+
+    lines = [f"comparing {len(runs)} bench record{'s' if len(runs) != 1 else ''}:"]
+    for n, (path, res) in enumerate(runs, start=1):
+        h = res.host
+        lines.append(f"  {n}  {_one_line(path)}")
+        lines.append(
+            f"     {h.hostname or '?'}  {h.release or ''} {h.arch or ''}  started {res.started or '?'}"
+            f"  GELI {res.geli_algorithm or res.params.ealgo} {res.geli_keylength or res.params.keylen}"
+            f"  crypto: {res.crypto or 'unknown'}" + (f"  ({res.context})" if res.context else "")
+        )
+    groups = []
+    for d in ("write", "read"):
+        rows: list[tuple[str, float, str]] = []
+        for n, (_, res) in enumerate(runs, start=1):
+            g, c = res.get("geli", d), res.get("md", d)
+            if g is not None:
+                rows.append((f"{n} GELI ({res.crypto or 'crypto unknown'})", g.median_mib_s, _figure(g)))
+            if c is not None:
+                rows.append((f"{n} md ceiling", c.median_mib_s, _figure(c)))
+        if rows:
+            groups.append((f"{d} (MiB/s, median of the runs; [min..max] with --repeat)", rows))
+    lines.append("")
+    body = chart(groups, width=width)
+    said = ratios(runs)
+    tail = "".join(f"  {r}\n" for r in said)
+    return "\n".join(lines) + "\n" + body + ("\n" + tail if tail else "")
+
+
+def _one_line(text: str) -> str:
+    """A file name or host text on one terminal line: control characters shown as ?."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def compare_document(runs: list[tuple[str, BenchResult]]) -> dict[str, Any]:
+    return {
+        "kind": "bsdcrypt-bench-compare",
+        "records": [{"file": path, **res.to_record()} for path, res in runs],
+        "ratios_vs_first": ratios(runs),
+    }

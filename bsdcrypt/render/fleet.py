@@ -84,7 +84,7 @@ HEADERS = {
 }
 
 
-def _clip(text: str, width: int = 90) -> str:
+def clip(text: str, width: int = 90) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -113,7 +113,7 @@ def _table(run: FleetRun, clip: Callable[[str], str], failed: str, timing: str) 
 def render_table(run: FleetRun) -> str:
     """fleet-audit's table: findings clipped to a line, the run's timing in the summary."""
     timing = f"; {run.elapsed:.1f}s, parallel {run.parallel}, timeout {run.timeout:g}s"
-    return _table(run, _clip, "could not be audited", timing)
+    return _table(run, clip, "could not be audited", timing)
 
 
 def render_collected(run: FleetRun) -> str:

@@ -1,4 +1,4 @@
-"""`status`: table (default), JSON, YAML, the monitoring-plugins line and Prometheus text."""
+"""`status`: table (default), JSON, YAML, the monitoring-plugins line, Prometheus text and HTML."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from bsdcrypt.advice import VARIANT_NAMES
 from bsdcrypt.render.serialize import to_json, to_yaml, yesno
 from bsdcrypt.status import SEVERITY_RANK, Status
 
-FORMATS = ("table", "json", "yaml", "nagios", "prometheus")
+FORMATS = ("table", "json", "yaml", "nagios", "prometheus", "html")
 
 
 def _yesno(value: bool | None) -> str:
@@ -128,4 +128,8 @@ def render(s: Status, fmt: str) -> str:
         from bsdcrypt.render import prometheus
 
         return prometheus.render([s], timestamp=time.time())
+    if fmt == "html":
+        from bsdcrypt.render.html import status_page  # Jinja2: only on this path
+
+        return status_page(s, s.source)
     return table(s)
