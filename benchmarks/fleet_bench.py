@@ -168,10 +168,16 @@ def run(args: argparse.Namespace) -> None:
     roots: dict[Path, Path] = {}
     writes: dict[str, list[int]] = {"v1": [], "buffered": [], "oneline": []}
     expected_bytes: dict[Path, dict[str, int]] = {}
-    for rec in recs:
-        root = fakehosts.build_root(work, rec)
-        fakehosts.check_root(root, rec, buffered=True)
-        fakehosts.check_root(root, rec, buffered=False)
+    skipped: list[str] = []
+    for rec in list(recs):
+        try:
+            root = fakehosts.build_root(work, rec)
+            fakehosts.check_root(root, rec, buffered=True)
+            fakehosts.check_root(root, rec, buffered=False)
+        except fakehosts.Unmodelled as exc:  # a step the fake hosts cannot answer yet: left out, and said
+            skipped.append(f"{rec.stem} ({exc})")
+            recs.remove(rec)
+            continue
         roots[rec] = root
         tok = probe.new_token()
         expected_bytes[rec] = {k: len(fakehosts.run_probe(root, probe.build_script(tok, buffered=k == "buffered")))
@@ -179,6 +185,8 @@ def run(args: argparse.Namespace) -> None:
         writes["v1"].append(fakehosts.count_writes(root, probe.build_script(tok, buffered=False)))
         writes["buffered"].append(fakehosts.count_writes(root, probe.build_script(tok)))
         writes["oneline"].append(fakehosts.count_writes(root, ONELINE + "\n"))
+    for why in skipped:
+        print(f"left out, not modelled by the fake hosts: {why}")
     print(f"{len(recs)} fake host roots built and checked in {time.monotonic() - t0:.1f}s; writes per probe run "
           + ", ".join(f"{k} {statistics.mean(v):.1f} (min {min(v)}, max {max(v)})" for k, v in writes.items()))
     fleet = lb.LoopbackFleet(work / "fleet")
