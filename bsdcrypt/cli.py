@@ -176,6 +176,15 @@ def _bash_completion_support() -> None:
     classes.add_completion_class(ColonBashComplete, "bash")
 
 
+def nonempty(value: Any) -> Any:
+    """Option callback for every path or target option: an empty value (an unset `$MNT` in `-R "$MNT"`)
+    is a usage error (exit 3), never "the default" (the live host, the running system, stdout)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(v == "" for v in values):
+        raise typer.BadParameter("must not be empty (an unset shell variable?)")
+    return value
+
+
 HostOpt = Annotated[
     str,
     typer.Option(
@@ -184,6 +193,7 @@ HostOpt = Annotated[
         help=literal_help("local (default), [user@]host[:port] over SSH, or replay:FILE|NAME for a recording."),
         envvar="BSDCRYPT_HOST",
         autocompletion=complete_host,
+        callback=nonempty,
     ),
 ]
 
@@ -249,7 +259,12 @@ FleetFormatOpt = Annotated[
 ]
 OutputOpt = Annotated[
     str | None,
-    typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt.prom), not stdout."),
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the report to FILE (atomically if a regular file; a device or FIFO in place), not stdout.",
+        callback=nonempty,
+    ),
 ]
 
 
@@ -266,6 +281,11 @@ def status(
     from bsdcrypt.report import FORMATS, render
 
     _check_format(fmt, FORMATS)
+    inputs = spec_inputs(host)
+    if output is not None and output != "-":
+        from bsdcrypt.fsutil import check_output_path
+
+        check_output_path(output, inputs)  # before the probe, which may take a while
     try:
         result = status_of(parse_host_spec(host), timeout=timeout)
     except BsdcryptError as exc:
@@ -278,8 +298,20 @@ def status(
         message = " ".join(str(exc).split())
         finding_id, remedy = host_failure(exc)
         result = error_status(host, host, finding_id, message, remedy)
-    write_report(render(result, fmt), output)
+    write_report(render(result, fmt), output, inputs)
     raise typer.Exit(result.exit_code)
+
+
+def spec_inputs(spec: str) -> tuple[str, ...]:
+    """The file a --host value reads (replay:FILE|NAME), which -o must not name; () for live hosts."""
+    if not spec.startswith("replay:"):
+        return ()
+    from bsdcrypt.recording import resolve_recording
+
+    try:
+        return (str(resolve_recording(spec[len("replay:"):])),)
+    except BsdcryptError:
+        return ()  # no such recording: the command says so itself
 
 
 MONITORING_FORMATS = ("nagios", "prometheus")
@@ -310,19 +342,21 @@ def host_failure(exc: BsdcryptError) -> tuple[str, str]:
     return "host-error", _STATUS_REMEDIES["error"]
 
 
-def write_report(text: str, output: str | None) -> None:
-    """Print a report, or write it atomically (temp file in the same directory + rename, mode 0644)."""
+def write_report(text: str, output: str | None, inputs: tuple[str, ...] = ()) -> None:
+    """Print a report, or write it to FILE the one way every -o does (bsdcrypt.fsutil: atomically for a
+    regular file, in place for a device or FIFO, never over one of the command's inputs; mode 0644)."""
     if output is None or output == "-":
         typer.echo(text, nl=False)
         return
-    from bsdcrypt.fsutil import atomic_write_text
+    from bsdcrypt.fsutil import check_output_path, write_file
 
-    atomic_write_text(output, text, mode=0o644)
+    check_output_path(output, inputs)
+    write_file(output, text, mode=0o644)
 
 
 @app.command()
 def record(
-    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.", callback=nonempty)],
     host: HostOpt = "local",
     redact: Annotated[bool, typer.Option("--redact", help="Replace hostname, MAC addresses, serials.")] = False,
     timeout: TimeoutOpt = 120.0,
@@ -333,6 +367,11 @@ def record(
     from bsdcrypt.recording import dump
     from bsdcrypt.recording import redact as redact_evidence
 
+    inputs = spec_inputs(host)
+    if output != "-":
+        from bsdcrypt.fsutil import check_output_path
+
+        check_output_path(output, inputs)  # before the probe
     target = parse_host_spec(host)
     evidence = gather_evidence(target, timeout=timeout)
     name = target.name
@@ -343,9 +382,10 @@ def record(
     if output == "-":
         typer.echo(text, nl=False)
         return
-    from bsdcrypt.fsutil import atomic_write_text
+    from bsdcrypt.fsutil import check_output_path, write_file
 
-    atomic_write_text(output, text)
+    check_output_path(output, inputs)
+    write_file(output, text)
     typer.echo(f"recorded {len(evidence.steps)} probe steps of {name} to {output}", err=True)
 
 
@@ -482,17 +522,27 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
 
 
 def main() -> None:
+    from bsdcrypt.fsutil import GuardedStdout, OutputError, give_up_stdout
+
     _no_color()
     _register_commands(sys.argv)
     _completion_script_request(sys.argv)
     code = 0
+    # Every write to stdout goes through the guard: a full disk or a closed pipe is one line and its
+    # own exit status (bsdcrypt.fsutil), not click's exit 1 (= warning) or a traceback.
+    sys.stdout = GuardedStdout(sys.stdout)
     try:
         with _sigterm_interrupts() as terminated:
             result = _run_app()
+            sys.stdout.flush()
         code = result if isinstance(result, int) else 0
         if terminated and code == 130:  # our SIGTERM, as typer reports an interrupt
             typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
             code = 143  # 128 + SIGTERM, as a shell reports a command killed by it
+    except OutputError as exc:
+        give_up_stdout()
+        typer.echo(f"bsdcrypt: {exc}", err=True)
+        code = exc.exit_code
     except BsdcryptError as exc:
         typer.echo(f"bsdcrypt: {exc}", err=True)
         code = 3

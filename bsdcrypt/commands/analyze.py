@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt
+from bsdcrypt.cli import FleetFormatOpt, OutputOpt, nonempty
 
 if TYPE_CHECKING:
     from bsdcrypt.fleet import FleetRun
@@ -34,13 +34,14 @@ def analyze(
     files: Annotated[
         list[str],
         typer.Argument(
-            help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs or recordings; - is stdin."
+            help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs or recordings; - is stdin.",
+            callback=nonempty,
         ),
     ],
     fmt: FleetFormatOpt = "table",
     output: OutputOpt = None,
     token: Annotated[
-        str | None, typer.Option("--token", help="Frame marker, if not the one in the first frame.")
+        str | None, typer.Option("--token", help="Frame marker, if not the one in the first frame.", callback=nonempty)
     ] = None,
 ) -> None:
     """Assess probe output collected by another engine; the report of fleet-audit, one row per host.
@@ -48,9 +49,12 @@ def analyze(
     Exit status: the worst host's (0 OK, 1 warning, 2 critical, 3 unknown or not collected).
     """
     from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.fsutil import OutputError
 
     try:
         code = _analyze(files, fmt, output, token)
+    except OutputError:
+        raise  # the report could not be delivered: its own exit status (bsdcrypt.cli.main)
     except BsdcryptError as exc:
         typer.echo(f"bsdcrypt: {exc}", err=True)
         raise typer.Exit(3) from None
@@ -101,6 +105,12 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
         raise BsdcryptError("no input files (the directories given are empty)")
     from bsdcrypt.analyze import Collected
 
+    named = tuple(path for path, in_dir in paths if not in_dir)
+    if output is not None and output != "-":
+        from bsdcrypt.fsutil import check_output_path
+
+        check_output_path(output, named)  # the analyzed files are never overwritten by the report
+    used = list(named)
     skipped = 0
     for path, in_dir in paths:
         try:
@@ -112,6 +122,8 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
             typer.echo(f"bsdcrypt: skipped {path}: not probe output, Ansible JSON or a recording", err=True)
             skipped += 1
             continue
+        if in_dir:
+            used.append(path)
         for c in collected:
             results.append(
                 fleet.HostResult(HostEntry(spec=c.target, source=c.origin), to_status(c), 0.0, c.error, c.error_kind)
@@ -129,7 +141,7 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
         report = fleet.render(run, fmt)
     from bsdcrypt.cli import write_report
 
-    write_report(report, output)
+    write_report(report, output, tuple(used))
     return run.exit_code
 
 

@@ -297,6 +297,12 @@ def _host_help() -> str:
     return literal_help("local (default), or [user@]host[:port] over SSH (a recording cannot run a bench).")
 
 
+def _nonempty(value: Any) -> Any:
+    from bsdcrypt.cli import nonempty  # at parse time: cli is loaded by then
+
+    return nonempty(value)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
@@ -307,6 +313,7 @@ def register(app: typer.Typer) -> None:
                 "-H",
                 help=_host_help(),
                 envvar="BSDCRYPT_HOST",
+                callback=_nonempty,
             ),
         ] = "local",
         size: Annotated[int, typer.Option("--size", help="md size in MiB (swap-backed: uses RAM).")] = 1024,
@@ -341,16 +348,23 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         save: Annotated[
-            str,
-            typer.Option("--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench)."),
-        ] = "",
+            str | None,
+            typer.Option(
+                "--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench).", callback=_nonempty
+            ),
+        ] = None,
         no_save: Annotated[bool, typer.Option("--no-save", help="Do not write a JSON record.")] = False,
         fmt: Annotated[
             str, typer.Option("--format", "-f", help="table, json, yaml or prometheus (textfile collector).")
         ] = "table",
         output: Annotated[
             str | None,
-            typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt_bench.prom)."),
+            typer.Option(
+                "--output",
+                "-o",
+                help="Write the report to FILE (atomically if a regular file), e.g. DIR/bsdcrypt_bench.prom.",
+                callback=_nonempty,
+            ),
         ] = None,
     ) -> None:
         """Measure GELI (AES-XTS) on a swap-backed md device with fio, against the bare md ceiling.

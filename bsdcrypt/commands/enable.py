@@ -12,12 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli import HostOpt
+from bsdcrypt.cli import HostOpt, nonempty
 from bsdcrypt.plan import Note, Plan, PlanInput, Refuse, RunCommand, WriteFile, loader_driver
 
 FORMATS = ("text", "json")
 EXIT_DECLINED = 1
 EXIT_REFUSED = 2
+EXIT_INTERRUPTED = 130
 MAX_LOADER_FILE = 1 << 20  # real loader.conf files are a few KiB; the editor and diff are not built for more
 
 DryRunOpt = Annotated[
@@ -25,12 +26,13 @@ DryRunOpt = Annotated[
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for scripts).")]
 RootOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--root",
         "-R",
         help="Edit the loader configuration of a system mounted at DIR (like sysrc -R); "
         "the running kernel is not touched.",
+        callback=nonempty,
     ),
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
@@ -87,7 +89,12 @@ def _confirm(yes: bool) -> None:
             "not changing anything without confirmation: re-run with --yes (or --dry-run to look)",
             EXIT_REFUSED,
         )
-    if not typer.confirm("Apply these changes?", default=False):
+    try:
+        agreed = typer.confirm("Apply these changes?", default=False)
+    except typer.Abort:  # end of input (Ctrl-D) or Ctrl-C at the prompt: interrupted, not an answer
+        typer.echo("\nbsdcrypt: interrupted at the confirmation prompt: nothing changed", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if not agreed:
         # Not done, by the user's choice: 1, distinct from done (0), refused (2) and error (3).
         typer.echo("nothing changed.")
         raise typer.Exit(EXIT_DECLINED)
@@ -130,16 +137,20 @@ def _execute(
     host = parse_host_spec(host_spec)
     eb: Any = None  # --bench: bsdcrypt.commands.bench.EnableBench
     try:
+        from bsdcrypt.recording import ReplayHost
+        from bsdcrypt.verbose import unwrap
+
+        recording = isinstance(unwrap(host), ReplayHost)  # -v wraps the host: look under it
+        if recording and root:
+            fail(
+                f"--root needs a host with a file system, and {host.spec} is a recording: use --root "
+                "on the local machine (or with --host over SSH)"
+            )
+        if recording and not dry_run:
+            fail(f"{host.spec} is a recording, and a recording cannot be changed; use --dry-run to see the plan")
         if root:
             from bsdcrypt.act import ActError, check_root
-            from bsdcrypt.recording import ReplayHost
-            from bsdcrypt.verbose import unwrap
 
-            if isinstance(unwrap(host), ReplayHost):  # -v wraps the host: look under it
-                fail(
-                    f"--root needs a host with a file system, and {host.spec} is a recording: use --root "
-                    "on the local machine (or with --host over SSH)"
-                )
             try:
                 check_root(host, root)
             except ActError as exc:
@@ -243,7 +254,7 @@ def enable(
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
     host: HostOpt = "local",
-    root: RootOpt = "",
+    root: RootOpt = None,
     fmt: FormatOpt = "text",
     bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
     force: Annotated[
@@ -271,9 +282,9 @@ def enable(
         )
 
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
-        return plan_enable(inp, files, persist=persist, root=root, force=force)
+        return plan_enable(inp, files, persist=persist, root=root or "", force=force)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "", bench=bench)
 
 
 def disable(
@@ -283,7 +294,7 @@ def disable(
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
     host: HostOpt = "local",
-    root: RootOpt = "",
+    root: RootOpt = None,
     fmt: FormatOpt = "text",
 ) -> None:
     """Undo exactly what `enable --persist` changed in the loader configuration."""
@@ -299,7 +310,7 @@ def disable(
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_disable(files, loader_driver(inp), is_root=None if root else inp.is_root)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,18 +6,24 @@ import os
 import signal
 import sys
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt, literal_help, seconds
+from bsdcrypt.cli import FleetFormatOpt, OutputOpt, literal_help, nonempty, seconds
+
+if TYPE_CHECKING:
+    from bsdcrypt.hostsfile import HostEntry
 
 FORMATS = ("table", "json", "yaml", "csv", "prometheus")
 
 
 def fleet_audit(
     hosts_file: Annotated[
-        str, typer.Argument(help=literal_help("One [user@]host[:port] or replay:PATH per line; - reads stdin."))
+        str,
+        typer.Argument(
+            help=literal_help("One [user@]host[:port] or replay:PATH per line; - reads stdin."), callback=nonempty
+        ),
     ],
     parallel: Annotated[
         int | None,
@@ -31,7 +37,9 @@ def fleet_audit(
     ] = 30.0,
     ssh_config: Annotated[
         str | None,
-        typer.Option("--ssh-config", "-F", help="OpenSSH client config to use instead of ~/.ssh/config."),
+        typer.Option(
+            "--ssh-config", "-F", help="OpenSSH client config to use instead of ~/.ssh/config.", callback=nonempty
+        ),
     ] = None,
     accept_new: Annotated[
         bool,
@@ -51,6 +59,7 @@ def fleet_audit(
     """
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.fleet import FleetInterrupted
+    from bsdcrypt.fsutil import OutputError
     from bsdcrypt.hostsfile import HostsFileError
 
     def on_sigterm(signum: int, frame: object) -> None:
@@ -67,6 +76,8 @@ def fleet_audit(
         for line in exc.lines:
             typer.echo(line, err=True)
         raise typer.Exit(3) from None
+    except OutputError:
+        raise  # the report could not be delivered: its own exit status (bsdcrypt.cli.main)
     except BsdcryptError as exc:  # a bad ssh config, an unwritable -o: one line, exit 3
         typer.echo(f"bsdcrypt: {exc}", err=True)
         raise typer.Exit(3) from None
@@ -103,10 +114,11 @@ def _fleet_audit(
             raise BsdcryptError(f"cannot read hosts file {hosts_file}: {why}") from exc
         base_dir = os.path.dirname(os.path.abspath(hosts_file))
     entries = read_hosts(text, hosts_file, base_dir)
+    inputs = _inputs(hosts_file, ssh_config, entries)
     if output is not None and output != "-":
         from bsdcrypt.fsutil import check_output_path
 
-        check_output_path(output)  # before the audit, not after it
+        check_output_path(output, inputs)  # before the audit, not after it
     options = fleet.FleetOptions(
         parallel=parallel or fleet.default_parallel(),
         timeout=timeout,
@@ -126,12 +138,29 @@ def _fleet_audit(
     if output is None or output == "-":
         typer.echo(report, nl=False)
     else:
-        from bsdcrypt.fsutil import atomic_write_text
+        from bsdcrypt.cli import write_report
 
-        atomic_write_text(output, report, mode=0o644)
+        write_report(report, output, inputs)
         if not quiet:
             typer.echo(f"bsdcrypt: wrote {fmt} report on {len(run.results)} hosts to {output}", err=True)
     return run.exit_code
+
+
+def _inputs(hosts_file: str, ssh_config: str | None, entries: list[HostEntry]) -> tuple[str, ...]:
+    """The files this audit reads, which -o must never name: the hosts file, the ssh config, the
+    user's known_hosts (--accept-new writes it) and every recording the hosts file names."""
+    from bsdcrypt import fleet
+    from bsdcrypt.errors import BsdcryptError
+
+    paths = [hosts_file, os.path.expanduser(ssh_config or "~/.ssh/config")]
+    paths += [os.path.expanduser(p) for p in ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")]
+    for entry in entries:
+        if entry.is_replay:
+            try:
+                paths.append(str(fleet.replay_path(entry)))
+            except BsdcryptError:
+                pass  # no such recording: its row says so
+    return tuple(paths)
 
 
 def register(app: typer.Typer) -> None:
