@@ -198,9 +198,17 @@ HostOpt = Annotated[
 ]
 
 
+def error_line(message: object) -> str:
+    """`bsdcrypt: MESSAGE` as one line of printable text: an error can quote host text (a banner, a
+    file name, a host name), shown through the renderers' sanitizer and cut (bsdcrypt.render.text)."""
+    from bsdcrypt.render.text import MESSAGE_LIMIT, visible
+
+    return f"bsdcrypt: {visible(str(message), MESSAGE_LIMIT)}"
+
+
 def fail(message: str, code: int = 3) -> NoReturn:
     """Print a one-line error on stderr and exit."""
-    typer.echo(f"bsdcrypt: {message}", err=True)
+    typer.echo(error_line(message), err=True)
     raise typer.Exit(code)
 
 
@@ -541,10 +549,10 @@ def main() -> None:
             code = 143  # 128 + SIGTERM, as a shell reports a command killed by it
     except OutputError as exc:
         give_up_stdout()
-        typer.echo(f"bsdcrypt: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         code = exc.exit_code
     except BsdcryptError as exc:
-        typer.echo(f"bsdcrypt: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         code = 3
     except _Terminated:
         typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
@@ -559,7 +567,7 @@ def main() -> None:
             ctx = getattr(exc, "ctx", None)
             where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
             message = f"{exc.format_message()}{where}"  # type: ignore[attr-defined]
-            typer.echo(f"bsdcrypt: {message}", err=True)
+            typer.echo(error_line(message), err=True)
             if requested_format(sys.argv) == "nagios":  # a plugin's line goes to stdout, usage errors included
                 typer.echo(f"BSDCRYPT UNKNOWN: {' '.join(message.replace('|', '/').split())}")
             code = 3

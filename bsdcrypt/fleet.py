@@ -704,7 +704,16 @@ def _top_finding(status: Status) -> Finding | None:
 
 
 def row(r: HostResult) -> dict[str, str]:
-    s = r.status
+    """The cells of one host's table row, host text made visible and cut (bsdcrypt.render.text)."""
+    from bsdcrypt.render.text import FIELD_LIMIT, MESSAGE_LIMIT, visible
+
+    return {k: visible(v, MESSAGE_LIMIT if k == "finding" else FIELD_LIMIT) for k, v in _row(r).items()}
+
+
+def _row(r: HostResult) -> dict[str, str]:
+    from bsdcrypt.render.text import visible_status
+
+    s = visible_status(r.status)
     o, c, d, p = s.os, s.cpu, s.driver, s.persist
     top = _top_finding(s)
     if r.error is not None:
@@ -761,7 +770,9 @@ def render_table(run: FleetRun) -> str:
         summary += f" ({run.failed} could not be audited)"
     summary += f"; {run.elapsed:.1f}s, parallel {run.parallel}, timeout {run.timeout:g}s"
     tot = tabulate([[v.upper(), totals[v]] for v in totals], headers=["verdict", "hosts"], tablefmt="simple")
-    return f"{out}\n\n{tot}\n\n{summary}\n"
+    from bsdcrypt.render.text import visible_lines
+
+    return visible_lines(f"{out}\n\n{tot}\n\n{summary}\n")
 
 
 def document(run: FleetRun) -> dict[str, Any]:
@@ -792,11 +803,13 @@ def render_csv(run: FleetRun) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
     w.writeheader()
+    from bsdcrypt.render.text import MESSAGE_LIMIT, visible, visible_status
+
     for r in sort_results(run.results):
-        s = r.status
+        s = visible_status(r.status)  # host text: no control character in a cell, each cell bounded
         top = _top_finding(s)
         ok = r.error is None
-        w.writerow({
+        w.writerow({k: visible(v, MESSAGE_LIMIT) for k, v in {
             "host": s.host,
             "target": r.target,
             "os": s.os.name or "",
@@ -815,7 +828,7 @@ def render_csv(run: FleetRun) -> str:
             "error_kind": r.error_kind or "",
             "error": r.error or "",
             "elapsed_s": f"{r.elapsed:.3f}",
-        })
+        }.items()})
     return buf.getvalue()
 
 

@@ -172,7 +172,14 @@ def dump(
         "steps": {name: _step_to_yaml(st) for name, st in evidence.steps.items()},
     }
     body = yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True, width=4096)
-    return header + body
+    return _printable_comment(header) + body
+
+
+def _printable_comment(text: str) -> str:
+    """The comment header with a host's control characters escaped: YAML rejects them anywhere in a
+    stream, comments included, so a hostile host name would make the recording unreadable."""
+    lines = text.split("\n")
+    return "\n".join(ln if ln.isprintable() else ln.encode("unicode_escape").decode("ascii") for ln in lines)
 
 
 _RERECORDED = "# re-recorded from a replay"

@@ -28,6 +28,10 @@ def to_yaml(data: Any) -> str:
 def table(s: Status) -> str:
     from tabulate import tabulate
 
+    from bsdcrypt.render.text import LIST_LIMIT, visible_lines, visible_status
+
+    n_geli = len(s.geli)
+    s = visible_status(s)  # host text: control characters shown, each field cut (bsdcrypt.render.text)
     o, c, d, p = s.os, s.cpu, s.driver, s.persist
     osline = " ".join(x for x in (o.name, o.release, o.arch) if x) or "unknown"
     if o.variant not in ("freebsd", "unknown", None) and o.variant != (o.name or "").lower():
@@ -69,7 +73,9 @@ def table(s: Status) -> str:
     if s.findings:
         frows = [[f.severity, f.id, f"{f.message}\n-> {f.remedy}"] for f in s.findings]
         out += "\n\n" + tabulate(frows, headers=["severity", "finding", "message / remedy"], tablefmt="simple")
-    return out + "\n"
+    if n_geli > LIST_LIMIT:
+        out += f"\n({n_geli - LIST_LIMIT} more GELI providers not shown; -f json lists all {n_geli})"
+    return visible_lines(out + "\n")
 
 
 def _perf(value: float | None) -> str:
@@ -87,7 +93,9 @@ def nagios(s: Status) -> str:
     unreachable host), the perfdata value is `U`.
     """
     from bsdcrypt.prometheus import FREEBSD_FAMILY
+    from bsdcrypt.render.text import visible_status
 
+    s = visible_status(s)  # one line of bounded, printable text whatever the host sent
     label = {"ok": "OK", "warning": "WARNING", "critical": "CRITICAL", "unknown": "UNKNOWN"}[s.verdict]
     top = max(s.findings, key=lambda f: SEVERITY_RANK[f.severity], default=None)
     text = top.message if top else f"{s.driver.name} {s.driver.state}, kernel AES accelerated"

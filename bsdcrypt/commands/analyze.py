@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt, nonempty
+from bsdcrypt.cli import FleetFormatOpt, OutputOpt, error_line, nonempty
 
 if TYPE_CHECKING:
     from bsdcrypt.fleet import FleetRun
@@ -56,7 +56,7 @@ def analyze(
     except OutputError:
         raise  # the report could not be delivered: its own exit status (bsdcrypt.cli.main)
     except BsdcryptError as exc:
-        typer.echo(f"bsdcrypt: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         raise typer.Exit(3) from None
     raise typer.Exit(code)
 
@@ -119,7 +119,9 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
             collected = [Collected(path, path, f"file:{path}", error_kind="unreadable", error=str(exc))]
         if in_dir and len(collected) == 1 and collected[0].unrecognised:
             # a README, probe.sh or an earlier report beside the collected outputs: not a host
-            typer.echo(f"bsdcrypt: skipped {path}: not probe output, Ansible JSON or a recording", err=True)
+            from bsdcrypt.render.text import visible
+
+            typer.echo(f"bsdcrypt: skipped {visible(path)}: not probe output, Ansible JSON or a recording", err=True)
             skipped += 1
             continue
         if in_dir:
@@ -164,7 +166,9 @@ def _table(run: FleetRun) -> str:
     summary = f"{n_hosts} host{'' if n_hosts == 1 else 's'}: " + ", ".join(f"{n} {v}" for v, n in totals.items() if n)
     if run.failed:
         summary += f" ({run.failed} without usable probe output)"
-    return f"{out}\n\n{tot}\n\n{summary}\n"
+    from bsdcrypt.render.text import visible_lines
+
+    return visible_lines(f"{out}\n\n{tot}\n\n{summary}\n")
 
 
 def register(app: typer.Typer) -> None:

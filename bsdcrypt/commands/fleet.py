@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt, literal_help, nonempty, seconds
+from bsdcrypt.cli import FleetFormatOpt, OutputOpt, error_line, literal_help, nonempty, seconds
 
 if TYPE_CHECKING:
     from bsdcrypt.hostsfile import HostEntry
@@ -73,13 +73,15 @@ def fleet_audit(
         typer.echo(f"bsdcrypt: fleet-audit {exc.describe()}; no report written", err=True)
         raise typer.Exit(exc.exit_code) from None
     except HostsFileError as exc:  # bad lines: one line each, FILE:LINE: problem
+        from bsdcrypt.render.text import MESSAGE_LIMIT, visible
+
         for line in exc.lines:
-            typer.echo(line, err=True)
+            typer.echo(visible(line, MESSAGE_LIMIT), err=True)
         raise typer.Exit(3) from None
     except OutputError:
         raise  # the report could not be delivered: its own exit status (bsdcrypt.cli.main)
     except BsdcryptError as exc:  # a bad ssh config, an unwritable -o: one line, exit 3
-        typer.echo(f"bsdcrypt: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         raise typer.Exit(3) from None
     finally:
         if main:
