@@ -92,7 +92,7 @@ def nagios(s: Status) -> str:
     because the value is undetermined (no kldstat, an appliance's own setting, a Linux host, an
     unreachable host), the perfdata value is `U`.
     """
-    from bsdcrypt.prometheus import FREEBSD_FAMILY
+    from bsdcrypt.platform import FREEBSD_FAMILY  # GELI exists there only
     from bsdcrypt.render.text import visible_status
 
     s = visible_status(s)  # one line of bounded, printable text whatever the host sent
