@@ -92,10 +92,16 @@ def _from_bytes(data: bytes, target: str, origin: str, source: str, token: str |
         return Collected(target, origin, source, error_kind=exc.kind, error=str(exc))
 
 
+def _items(value: Any, kind: type) -> Any:
+    """`value` if it is of the JSON kind Ansible writes there, else an empty one: a document of another
+    shape (`{"plays": 5}`) has no host results, it does not crash the run."""
+    return value if isinstance(value, kind) else kind()
+
+
 def _ansible_results(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for play in doc.get("plays") or []:
-        for task in (play or {}).get("tasks") or []:
-            for host, result in ((task or {}).get("hosts") or {}).items():
+    for play in _items(doc.get("plays"), list):
+        for task in _items(_items(play, dict).get("tasks"), list):
+            for host, result in _items(_items(task, dict).get("hosts"), dict).items():
                 if isinstance(result, dict):
                     yield str(host), result
 
@@ -148,6 +154,8 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
             doc = json.loads(data.decode("utf-8", "replace"))
         except ValueError as exc:
             return garbage(f"looks like JSON but is not valid: {exc}")
+        except RecursionError:  # `[[[[...` nested deeper than Python's parser goes
+            return garbage("looks like JSON but is nested too deep to be Ansible's output")
         if isinstance(doc, dict) and "plays" not in doc and _TREE_KEYS & set(doc):
             # `ansible --tree DIR`: one file per host, named after it, holding that host's result
             doc = {"plays": [{"tasks": [{"hosts": {Path(path).name: doc}}]}]}

@@ -10,7 +10,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from bsdcrypt import __version__
+from bsdcrypt import __version__, started
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.interrupts import Interrupted, sigterm_raises
 
@@ -500,6 +500,7 @@ def main() -> None:
     # Every write to stdout goes through the guard: a full disk or a closed pipe is one line and its
     # own exit status (bsdcrypt.fsutil), not click's exit 1 (= warning) or a traceback.
     sys.stdout = GuardedStdout(sys.stdout)
+    started()  # from here on Ctrl-C is a KeyboardInterrupt: the close paths run
     try:
         # SIGTERM raises Interrupted("SIGTERM") like Ctrl-C, so the same close paths run (an SSH host's
         # close kills its ProxyCommand's process group, which no terminal signal reaches); it is noted

@@ -152,6 +152,32 @@ def write_file(path: str | os.PathLike[str], text: str, mode: int | None = None)
 atomic_write_text = write_file
 
 
+MIB = 1 << 20
+
+
+def read_input(path: str, limit: int, what: str) -> bytes:
+    """The bytes of an input file (`-` is standard input), at most `limit` of them: a larger input
+    (`/dev/zero`, a log named by mistake) is one line, not gigabytes of memory. BsdcryptError otherwise."""
+    shown = "standard input" if path == "-" else path
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(limit + 1)
+    except IsADirectoryError as exc:
+        raise BsdcryptError(f"cannot read {what} {shown}: it is a folder") from exc
+    except OSError as exc:
+        raise BsdcryptError(f"cannot read {what} {shown}: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise BsdcryptError(f"{what} {shown} is larger than {_size(limit)}: not something bsdcrypt reads")
+    return data
+
+
+def _size(n: int) -> str:
+    return f"{n // MIB} MiB" if n >= MIB and n % MIB == 0 else f"{n} bytes"
+
+
 class GuardedStdout:
     """sys.stdout for the run of a command: a failed write or flush (full disk, closed pipe) raises
     OutputError instead of an OSError that click would turn into exit 1 (= warning) or a traceback.

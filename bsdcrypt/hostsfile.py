@@ -27,6 +27,18 @@ from bsdcrypt.errors import BsdcryptError
 _NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
 _USER = re.compile(r"^[A-Za-z0-9_.](?:[A-Za-z0-9_.@-]*[A-Za-z0-9_.-])?\$?$")  # may hold '@' (user@realm), not end in it
 MAX_ERRORS_SHOWN = 20
+MAX_NAME = 253  # a DNS name's longest text form (RFC 1035: 255 octets on the wire)
+MAX_PATH = 1024  # PATH_MAX on FreeBSD
+MAX_HOSTS_FILE = 16 << 20  # 16 MiB: a 100,000-host fleet is a few MiB
+_SHOWN = 60  # characters of a bad value quoted in an error
+
+
+def quote_value(text: str) -> str:
+    """A bad value as an error quotes it: repr(), cut at _SHOWN characters (a 100,000-character line
+    is not echoed whole)."""
+    if len(text) <= _SHOWN:
+        return repr(text)
+    return f"{text[:_SHOWN]!r}... ({len(text)} characters)"
 
 
 class HostsFileError(BsdcryptError):
@@ -101,7 +113,7 @@ class SpecError(ValueError):
 
 def _port(text: str) -> int:
     if not text.isdigit():
-        raise SpecError(f"bad port {text!r}")
+        raise SpecError(f"bad port {quote_value(text)}")
     port = int(text)
     if not 1 <= port <= 65535:
         raise SpecError(f"port {port} is out of range 1-65535")
@@ -125,27 +137,27 @@ def split_spec(spec: str) -> tuple[str | None, str, int | None]:
     if not text:
         raise SpecError("empty host")
     if any(ch.isspace() for ch in text):
-        raise SpecError(f"{text!r} has spaces (one host per line)")
+        raise SpecError(f"{quote_value(text)} has spaces (one host per line)")
     user: str | None = None
     if "@" in text:
         user, _, text = text.rpartition("@")
         if not user or not _USER.match(user):
-            raise SpecError(f"bad user name {user!r}")
+            raise SpecError(f"bad user name {quote_value(user)}")
     port: int | None = None
     if text.startswith("["):
         close = text.find("]")
         if close < 0:
-            raise SpecError(f"{text!r}: '[' without ']'")
+            raise SpecError(f"{quote_value(text)}: '[' without ']'")
         host, rest = text[1:close], text[close + 1:]
         if not _is_ipv6(host):
-            raise SpecError(f"{host!r} in brackets is not an IPv6 address")
+            raise SpecError(f"{quote_value(host)} in brackets is not an IPv6 address")
         if rest:
             if not rest.startswith(":"):
-                raise SpecError(f"unexpected {rest!r} after ']'")
+                raise SpecError(f"unexpected {quote_value(rest)} after ']'")
             port = _port(rest[1:])
     elif text.count(":") > 1:
         if not _is_ipv6(text):
-            raise SpecError(f"{text!r} is not an IPv6 address (write [addr]:port for a port)")
+            raise SpecError(f"{quote_value(text)} is not an IPv6 address (write [addr]:port for a port)")
         host = text
     else:
         host, sep, port_text = text.partition(":")
@@ -153,8 +165,10 @@ def split_spec(spec: str) -> tuple[str | None, str, int | None]:
             port = _port(port_text)
         if not host:
             raise SpecError("missing host name")
+        if len(host) > MAX_NAME:
+            raise SpecError(f"the host name is {len(host)} characters long: not a name (at most {MAX_NAME})")
         if not _NAME.match(host) or ".." in host:
-            raise SpecError(f"bad host name {host!r}")
+            raise SpecError(f"bad host name {quote_value(host)}")
     return user, host, port
 
 
@@ -167,14 +181,31 @@ def _strip_comment(line: str) -> str:
     return text[: match.start()].rstrip() if match else text
 
 
-def read_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) -> list[HostEntry]:
+def _lines(text: str | bytes) -> list[str | UnicodeDecodeError]:
+    """The lines of a hosts file; bytes are decoded line by line (a line that is not UTF-8 is its
+    error, so it becomes `FILE:LINE: reason` like every other bad line)."""
+    if isinstance(text, str):
+        return list(text.removeprefix("\ufeff").splitlines())  # a BOM from Windows editors
+    out: list[str | UnicodeDecodeError] = []
+    for raw in text.removeprefix(b"\xef\xbb\xbf").splitlines():
+        try:
+            out.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            out.append(exc)
+    return out
+
+
+def read_hosts(text: str | bytes, origin: str = "<hosts>", base_dir: str | None = None) -> list[HostEntry]:
     """Every host line of a hosts file, duplicates included; `origin` names it in errors ("-" reads as
     <stdin>). Raises HostsFileError listing every bad line."""
     name = "<stdin>" if origin == "-" else origin
     problems: list[str] = []
     entries: list[HostEntry] = []
-    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):  # a BOM from Windows editors
+    for number, raw in enumerate(_lines(text), start=1):
         where = f"{name}:{number}"
+        if isinstance(raw, UnicodeDecodeError):
+            problems.append(f"{where}: not UTF-8 text (byte 0x{raw.object[raw.start]:02x} at column {raw.start + 1})")
+            continue
         body = _strip_comment(raw)
         if not body:
             continue
@@ -183,6 +214,8 @@ def read_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) 
                 path = body[len("replay:"):]
                 if not path or any(ch.isspace() for ch in path):
                     raise SpecError("replay: needs one PATH or recording name")
+                if len(path) > MAX_PATH:
+                    raise SpecError(f"the replay: path is {len(path)} characters long (at most {MAX_PATH})")
                 entry = HostEntry(spec=body, source=where, replay=path, base_dir=base_dir)
             else:
                 user, host, port = split_spec(body)
@@ -219,6 +252,6 @@ def dedupe(
     return HostsList(kept, list(dups.values()))
 
 
-def parse_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) -> HostsList:
+def parse_hosts(text: str | bytes, origin: str = "<hosts>", base_dir: str | None = None) -> HostsList:
     """Parse the text of a hosts file; duplicates compared as written (see `dedupe`)."""
     return dedupe(read_hosts(text, origin, base_dir))

@@ -227,11 +227,19 @@ def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
     return doc, evidence
 
 
+MAX_RECORDING = 16 << 20  # 16 MiB: one host's probe output is 5-50 KB; the loader files alone may be 1 MiB each
+
+
 def _read(path: Path) -> str:
+    from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.fsutil import read_input
+
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_input(str(path), MAX_RECORDING, "recording").decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise RecordingError(f"cannot read recording {path}: {exc}") from exc
+    except BsdcryptError as exc:
+        raise RecordingError(str(exc)) from exc
 
 
 def load(path: Path) -> tuple[dict[str, Any], Evidence]:

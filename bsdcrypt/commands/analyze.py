@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -76,16 +75,13 @@ def _expand(files: list[str]) -> list[tuple[str, bool]]:
     return out
 
 
-def _read(path: str) -> bytes:
-    from bsdcrypt.errors import BsdcryptError
+MAX_INPUT = 64 << 20  # 64 MiB: Ansible's JSON for a 1,000-host play of 50 KB probe outputs, escaped
 
-    if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise BsdcryptError(f"cannot read {path}: {exc.strerror}") from exc
+
+def _read(path: str) -> bytes:
+    from bsdcrypt.fsutil import read_input
+
+    return read_input(path, MAX_INPUT, "input")
 
 
 def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) -> int:

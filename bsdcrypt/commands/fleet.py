@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -98,17 +97,13 @@ def _fleet_audit(
 
     if fmt not in FORMATS:
         raise BsdcryptError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-    if hosts_file == "-":
-        text, base_dir = sys.stdin.read(), os.getcwd()
-    else:
-        try:
-            with open(hosts_file, encoding="utf-8") as fh:
-                text = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            why = getattr(exc, "strerror", None) or exc
-            raise BsdcryptError(f"cannot read hosts file {hosts_file}: {why}") from exc
-        base_dir = os.path.dirname(os.path.abspath(hosts_file))
-    entries = read_hosts(text, hosts_file, base_dir)
+    from bsdcrypt.fsutil import read_input
+    from bsdcrypt.hostsfile import MAX_HOSTS_FILE
+
+    # Bytes, bounded: a line that is not UTF-8 is a FILE:LINE error like any other bad line.
+    data = read_input(hosts_file, MAX_HOSTS_FILE, "hosts file")
+    base_dir = os.getcwd() if hosts_file == "-" else os.path.dirname(os.path.abspath(hosts_file))
+    entries = read_hosts(data, hosts_file, base_dir)
     inputs = _inputs(hosts_file, ssh_config, entries)
     if output is not None and output != "-":
         from bsdcrypt.fsutil import check_output_path

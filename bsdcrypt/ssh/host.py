@@ -13,7 +13,7 @@ import paramiko
 from paramiko.packet import Packetizer
 
 from bsdcrypt.host import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hostsfile import SpecError, split_spec
+from bsdcrypt.hostsfile import SpecError, quote_value, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
@@ -61,7 +61,7 @@ class SSHHost:
         try:
             user, host, port = split_spec(spec)
         except SpecError as exc:
-            raise SSHError("config", f"bad host {spec!r}: {exc}") from exc
+            raise SSHError("config", f"bad host {quote_value(spec)}: {exc}") from exc
         return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout)
 
     # -- deadline helpers
