@@ -178,7 +178,13 @@ def _execute(
             from bsdcrypt.platform import primary_driver
 
             system = read_root_system(host, root)
-            inp = replace(inp, root_release=system.release, root_variant=system.variant)
+            inp = replace(
+                inp,
+                root_release=system.release,
+                root_variant=system.variant,
+                root_not_freebsd=system.not_freebsd,
+                root_arch=system.arch,
+            )
             if system.arch:  # the image's kernel decides the driver, not the machine running bsdcrypt
                 inp = replace(inp, arch=system.arch, driver=primary_driver(system.arch))
             rel = parse_release(inp.root_release) if inp.root_release else None
