@@ -294,10 +294,11 @@ def status(
     try:
         result = status_of(parse_host_spec(host), timeout=timeout)
     except BsdcryptError as exc:
-        if fmt not in MONITORING_FORMATS:
-            raise
+        if fmt not in DOCUMENT_FORMATS:
+            raise  # the table: one line on stderr
         # Monitoring always gets its report, errors included: a Nagios line on stdout, and a textfile
-        # that says "unknown" instead of the last good run's metrics going stale.
+        # that says "unknown" instead of the last good run's metrics going stale; JSON and YAML a
+        # document of the same schema whose one finding (host-<kind>) says why.
         from bsdcrypt.status import error_status
 
         message = " ".join(str(exc).split())
@@ -320,6 +321,7 @@ def spec_inputs(spec: str) -> tuple[str, ...]:
 
 
 MONITORING_FORMATS = ("nagios", "prometheus")
+DOCUMENT_FORMATS = ("json", "yaml", *MONITORING_FORMATS)  # the formats a program reads: always a report
 
 def host_failure(exc: BsdcryptError) -> tuple[str, str]:
     """(finding id, remedy) of a host `status` could not assess: `host-<kind>` with the kinds and

@@ -145,16 +145,37 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _facts_for(host: Host) -> HostFacts | None:
-    """Host facts from the status assessment (one read-only probe); None if the probe fails."""
+def _status_for(host: Host) -> Any:
+    """The status assessment (one read-only probe); None if the probe fails."""
     from bsdcrypt.assess import assess
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.probe import gather
 
     try:
-        return HostFacts.from_status(assess(gather(host), host.name, host.spec))
+        return assess(gather(host), host.name, host.spec)
     except BsdcryptError:  # the bench still runs with its own sysctl facts
         return None
+
+
+def _facts_for(host: Host) -> HostFacts | None:
+    """Host facts from the status assessment; None if the probe fails."""
+    status = _status_for(host)
+    return None if status is None else HostFacts.from_status(status)
+
+
+def not_freebsd(status: Any) -> str | None:
+    """Why a host cannot run the GELI bench, when its probe shows a system other than FreeBSD's family
+    (GELI and md(4) are FreeBSD's); None when it is one, or when the probe did not say."""
+    from bsdcrypt.platform import APPLIANCES, FREEBSD_FAMILY
+
+    name = getattr(getattr(status, "os", None), "name", None)
+    variant = getattr(getattr(status, "os", None), "variant", None)
+    if name is None or name in FREEBSD_FAMILY or variant in (*APPLIANCES, "hardenedbsd"):
+        return None
+    return (
+        f"{status.host} runs {name}, not FreeBSD: the bench measures GELI on an md(4) device, which only "
+        "FreeBSD-family systems have (bench --userland measures OpenSSL anywhere)"
+    )
 
 
 def cleanup_document(report: Any) -> dict[str, Any]:
@@ -447,7 +468,12 @@ def register(app: typer.Typer) -> None:
                 repeat=repeat,
                 ceiling=ceiling,
             )
-            result = engine.measure(h, params, _facts_for(h), progress)
+            status = _status_for(h)
+            why = not_freebsd(status)
+            if why:
+                fail(why)
+            facts = None if status is None else HostFacts.from_status(status)
+            result = engine.measure(h, params, facts, progress)
         except BenchInterrupted as exc:
             typer.echo(f"bsdcrypt: {exc}", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from exc
