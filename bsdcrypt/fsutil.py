@@ -66,7 +66,9 @@ def check_output_path(output: str, inputs: Iterable[str] = ()) -> None:
     folder = os.path.dirname(target) or "."
     if os.path.isdir(target):
         raise BsdcryptError(f"cannot write the report to {output}: it is a folder")
-    mine = _identity(output)  # os.stat follows every link, also /dev/stdout's /proc ones
+    if _descriptor(output) is not None:
+        return  # an open descriptor (/dev/stdout, /dev/fd/N): written as it is, like standard output
+    mine = _identity(output)  # os.stat follows every link
     if mine is not None:
         for path in inputs:
             theirs = _stdin_identity() if path == "-" else _identity(path)
@@ -108,6 +110,32 @@ def _write_in_place(target: str, data: bytes, shown: str) -> None:
         os.close(fd)
 
 
+_DESCRIPTORS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _descriptor(path: str) -> int | None:
+    """The open descriptor a path names (/dev/stdout, /dev/fd/N, /proc/self/fd/N), else None. Such a
+    path means "this descriptor": written to as it is, never opened anew (which would start at offset 0
+    of a shell's `>>` file) and never renamed over (which would replace the file a shell opened)."""
+    if path in _DESCRIPTORS:
+        return _DESCRIPTORS[path]
+    for prefix in ("/dev/fd/", "/proc/self/fd/"):
+        if path.startswith(prefix) and path[len(prefix):].isdigit():
+            return int(path[len(prefix):])
+    return None
+
+
+def _write_descriptor(fd: int, data: bytes, shown: str) -> None:
+    if fd == 1:
+        sys.stdout.flush()  # what was printed before comes first
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise _failure(shown, exc) from exc
+
+
 def write_file(path: str | os.PathLike[str], text: str, mode: int | None = None) -> None:
     """Write a report to path: atomically for a regular file or a new path, in place otherwise.
 
@@ -118,6 +146,10 @@ def write_file(path: str | os.PathLike[str], text: str, mode: int | None = None)
     if shown == "":
         raise BsdcryptError("-o/--output is empty: name a file, or - for standard output")
     data = text.encode("utf-8")
+    fd = _descriptor(shown)
+    if fd is not None:
+        _write_descriptor(fd, data, shown)
+        return
     if _is_special(shown):
         _write_in_place(shown, data, shown)
         return

@@ -224,3 +224,20 @@ def test_a_folder_or_missing_folder_is_refused_before_the_work(tmp_path: Path) -
     assert r.returncode == 3 and "it is a folder" in r.stderr
     r = run("status", "-H", f"replay:{REC}", "-o", str(tmp_path / "nope" / "x.prom"))
     assert r.returncode == 3 and "there is no folder" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
+def test_dev_stdout_is_the_descriptor_not_a_file_to_replace(tmp_path: Path, name: str) -> None:
+    """`>> log` and `-o /dev/stdout`: the report is appended to what the shell opened; the file the
+    shell redirected to is neither renamed over nor rewritten from its start."""
+    if not os.path.exists(name):
+        pytest.skip(f"no {name} here")
+    log = tmp_path / "log"
+    log.write_text("earlier line\n")
+    before = os.stat(log).st_ino
+    with open(log, "a") as out:
+        r = run("status", "-H", f"replay:{REC}", "-f", "nagios", "-o", name, stdout=out)
+    assert r.returncode == 0, r.stderr
+    text = log.read_text()
+    assert text.startswith("earlier line\nBSDCRYPT OK: ") and text.count("\n") == 2
+    assert os.stat(log).st_ino == before
