@@ -19,6 +19,7 @@ from bsdcrypt.parsers.version import parse_freebsd_version, parse_release, parse
 from bsdcrypt.platform import AES_DRIVERS, APPLIANCES, ARM64, FREEBSD_FAMILY, GUI_LOADED, KERNEL_DRIVERS, primary_driver
 from bsdcrypt.probe import Evidence
 from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
+from bsdcrypt.userland import assess as userland
 
 # Steps without which the driver, persistence or GELI conclusions cannot be trusted.
 DECISIVE_STEPS = (
@@ -93,7 +94,8 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     status.other_drivers = drivers[1:]
     status.persist = _persist_info(ev, status.driver, status.cpu, status.os)
     status.geli = _geli_infos(parse_geli_list(_raw(ev, "geli_list")), status)
-    status.findings = advice.findings(status)
+    status.userland_aes = userland.userland_info(ev, status.cpu, status.os.arch)
+    status.findings = advice.findings(status) + userland.findings(status)
     missing = [name for name in DECISIVE_STEPS if name not in ev.steps]
     if missing:
         status.findings.append(
@@ -472,6 +474,7 @@ def _assess_linux(ev: Evidence, status: Status) -> None:
     loaded = ev.step("linux_aesni_intel")
     state = "unknown" if loaded is None else ("loaded" if loaded.ok else "not-loaded")
     status.driver = DriverInfo(name="aesni_intel", state=state)  # type: ignore[arg-type]
+    status.userland_aes = userland.userland_info(ev, status.cpu, status.os.arch)
     aes_txt = {True: "yes", False: "no", None: "unknown"}[aes]
     status.findings.append(
         Finding(
@@ -481,3 +484,4 @@ def _assess_linux(ev: Evidence, status: Status) -> None:
             "On Linux the kernel uses AES-NI through aesni_intel; check `lsmod | grep aesni` or `cat /proc/crypto`.",
         )
     )
+    status.findings.extend(userland.findings(status))
