@@ -220,7 +220,10 @@ def test_an_unreachable_host_gets_the_fleet_kind_as_host_finding(tmp_path: Path)
     r = run("status", "-H", "127.0.0.1:1", "-f", "prometheus", "--timeout", "10")
     assert r.returncode == 3 and r.stderr == ""
     assert 'id="host-refused",severity="unknown"} 1' in r.stdout
-    r = run("status", "-H", "127.0.0.1:1", "-f", "json", "--timeout", "10")  # no monitoring format: an error
+    r = run("status", "-H", "127.0.0.1:1", "-f", "json", "--timeout", "10")  # a document too (issue 11)
+    assert r.returncode == 3 and r.stderr == ""
+    assert [f["id"] for f in json.loads(r.stdout)["findings"]] == ["host-refused"]
+    r = run("status", "-H", "127.0.0.1:1", "--timeout", "10")  # the table: the error, one line
     assert r.returncode == 3 and r.stdout == "" and r.stderr.startswith("bsdcrypt: connection refused")
 
 
