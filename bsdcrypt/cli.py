@@ -499,11 +499,24 @@ def main() -> None:
     _no_color()
     _register_commands(sys.argv)
     _completion_script_request(sys.argv)
-    code = 0
     # Every write to stdout goes through the guard: a full disk or a closed pipe is one line and its
     # own exit status (bsdcrypt.fsutil), not click's exit 1 (= warning) or a traceback.
     sys.stdout = GuardedStdout(sys.stdout)
     started()  # from here on Ctrl-C is a KeyboardInterrupt: the close paths run
+    try:
+        code = _run_and_report()
+    except OutputError as exc:  # while reporting an error (the Nagios line of a usage error)
+        give_up_stdout()
+        typer.echo(error_line(exc), err=True)
+        code = exc.exit_code
+    sys.exit(code)
+
+
+def _run_and_report() -> int:
+    """Run the command; every way it can end, as an exit status (and one line on stderr)."""
+    from bsdcrypt.fsutil import OutputError, give_up_stdout
+
+    code = 0
     try:
         # SIGTERM raises Interrupted("SIGTERM") like Ctrl-C, so the same close paths run (an SSH host's
         # close kills its ProxyCommand's process group, which no terminal signal reaches); it is noted
@@ -552,4 +565,4 @@ def main() -> None:
             code = 3
         else:
             raise
-    sys.exit(code)
+    return code

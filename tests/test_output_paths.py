@@ -241,3 +241,10 @@ def test_dev_stdout_is_the_descriptor_not_a_file_to_replace(tmp_path: Path, name
     text = log.read_text()
     assert text.startswith("earlier line\nBSDCRYPT OK: ") and text.count("\n") == 2
     assert os.stat(log).st_ino == before
+
+
+def test_a_usage_error_nagios_line_on_a_full_disk_is_still_one_error_per_problem() -> None:
+    with open("/dev/full", "w") as full:
+        r = run("status", "-f", "nagios", "--timeout", "abc", stdout=full)
+    assert r.returncode == EXIT_OUTPUT and "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[-1] == "bsdcrypt: cannot write the report to standard output: No space left on device"
