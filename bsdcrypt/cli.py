@@ -381,7 +381,9 @@ def record(
 
     check_output_path(output, inputs)
     write_file(output, text)
-    typer.echo(f"recorded {len(evidence.steps)} probe steps of {name} to {output}", err=True)
+    from bsdcrypt.render.text import visible
+
+    typer.echo(f"recorded {len(evidence.steps)} probe steps of {visible(name)} to {visible(output)}", err=True)
 
 
 @app.command()

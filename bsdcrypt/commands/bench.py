@@ -237,7 +237,7 @@ class EnableBench:
             result = measure(host, BenchParams(), HostFacts.from_status(status))
         except BenchInterrupted as exc:
             self.interrupted = f"{exc}; {state}"
-            typer.echo(f"bsdcrypt: {exc}", err=True)
+            typer.echo(_error_line(exc), err=True)
             typer.echo(f"bsdcrypt: {state}", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from exc
         except BenchError as exc:
@@ -251,7 +251,7 @@ class EnableBench:
             self.saved.append(str(save_record(result, self.save_dir)))
         except OSError as exc:
             self.errors.append(f"could not save the {phase} record: {exc}")
-            typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
+            typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
         if phase == "before":
             self.before = result
         else:
@@ -320,6 +320,12 @@ def _host_help() -> str:
     from bsdcrypt.cli import literal_help  # at registration time: cli is loaded by then
 
     return literal_help("local (default), or [user@]host[:port] over SSH (a recording cannot run a bench).")
+
+
+def _error_line(message: object) -> str:
+    from bsdcrypt.cli import error_line  # at run time: cli is loaded by then
+
+    return error_line(message)
 
 
 def _nonempty(value: Any) -> Any:
@@ -421,7 +427,9 @@ def register(app: typer.Typer) -> None:
             except BsdcryptError as exc:
                 fail(str(exc))
         h = parse_host_spec(host)
-        progress = (lambda msg: typer.echo(f"  {msg}", err=True)) if fmt == "table" else None
+        from bsdcrypt.render.text import visible
+
+        progress = (lambda msg: typer.echo(f"  {visible(msg, None)}", err=True)) if fmt == "table" else None
         try:
             if userland:
                 # Userland only: openssl speed needs neither root nor fio nor an md device.
@@ -437,7 +445,7 @@ def register(app: typer.Typer) -> None:
                         directory = Path(save).expanduser() if save else default_results_dir()
                         where = save_json(record, directory, started, hf.hostname, "-userland")
                     except OSError as exc:
-                        typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
+                        typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
                 if fmt == "table":
                     text = render_userland(u) + (f"saved: {where}\n" if where else "")
                 else:
@@ -475,7 +483,7 @@ def register(app: typer.Typer) -> None:
             facts = None if status is None else HostFacts.from_status(status)
             result = engine.measure(h, params, facts, progress)
         except BenchInterrupted as exc:
-            typer.echo(f"bsdcrypt: {exc}", err=True)
+            typer.echo(_error_line(exc), err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from exc
         except BenchError as exc:
             fail(str(exc))
@@ -486,7 +494,7 @@ def register(app: typer.Typer) -> None:
             try:
                 saved = save_record(result, Path(save).expanduser() if save else default_results_dir())
             except OSError as exc:
-                typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
+                typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
         if fmt == "table":
             write_report(render_table(result) + (f"saved: {saved}\n" if saved else ""), output)
         elif fmt == "prometheus":

@@ -236,11 +236,12 @@ def _execute(
         if eb is not None and loads_driver:
             eb.measure(host, status, "before", state="nothing was changed (enable had not started)")
         from bsdcrypt.act import ActInterrupted
+        from bsdcrypt.render.text import visible
 
         try:
-            perform(host, plan, echo=lambda line: typer.echo(f"  {line}", err=fmt == "json"), root=root)
+            perform(host, plan, echo=lambda line: typer.echo(f"  {visible(line, None)}", err=fmt == "json"), root=root)
         except ActInterrupted as exc:  # what was put back, and the state of the file being written
-            typer.echo(f"bsdcrypt: {exc}", err=True)
+            typer.echo(f"bsdcrypt: {visible(str(exc), None)}", err=True)
             raise typer.Exit(130) from exc
         if plan.writes:
             from bsdcrypt.loaderconf import effective, is_yes
@@ -250,7 +251,7 @@ def _execute(
             eff = effective(reread, f"{driver}_load")
             where = f"{eff.path}:{eff.line}" if eff else "nowhere"
             state = "in effect" if is_yes(eff) else "not in effect"
-            typer.echo(f'  re-read: {driver}_load="YES" is {state} ({where})', err=fmt == "json")
+            typer.echo(f'  re-read: {driver}_load="YES" is {state} ({visible(where)})', err=fmt == "json")
         if eb is not None:
             after_status = assess(gather(host), host.name, host.spec)
             eb.measure(host, after_status, "after", state=eb.done(loads_driver, bool(plan.writes)))

@@ -123,7 +123,7 @@ def _fleet_audit(
     run = fleet.run_fleet(entries, options, progress, auditor, dedupe=True)
     if not quiet:
         for note in run.duplicates:
-            typer.echo(f"bsdcrypt: note: {note}", err=True)
+            typer.echo(error_line(f"note: {note}"), err=True)
     report = fleet.render(run, fmt)
     if output is None or output == "-":
         typer.echo(report, nl=False)
