@@ -24,10 +24,11 @@ EMPTY = [
     (["status", "-o", ""], "--output"),
     (["record", "-o", ""], "--output"),
     (["record", "-o", "x.yaml", "-H", ""], "--host"),
-    (["enable", "-p", "-y", "-R", ""], "--root"),
+    # --dry-run, not -y: were this ever to regress, the test must not edit this machine's /boot
+    (["enable", "-p", "-n", "-R", ""], "--root"),
     (["enable", "-p", "-n", "--root="], "--root"),
-    (["enable", "-p", "-y", "-H", ""], "--host"),
-    (["disable", "-p", "-y", "-R", ""], "--root"),
+    (["enable", "-p", "-n", "-H", ""], "--host"),
+    (["disable", "-p", "-n", "-R", ""], "--root"),
     (["fleet-audit", ""], "hosts_file"),
     (["fleet-audit", "hosts.txt", "-F", ""], "--ssh-config"),
     (["fleet-audit", "hosts.txt", "-o", ""], "--output"),
@@ -43,7 +44,7 @@ EMPTY = [
 
 @pytest.mark.parametrize(("args", "option"), EMPTY, ids=[" ".join(a) for a, _ in EMPTY])
 def test_an_empty_path_or_target_is_a_usage_error(args: list[str], option: str) -> None:
-    """A real process each: `enable -p -y -R ''` must never plan (let alone act) on the running system."""
+    """A real process each: `enable -p -R ''` must never plan (let alone act) on the running system."""
     r = subprocess.run(
         [sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT, check=False, timeout=120
     )

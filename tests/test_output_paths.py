@@ -72,7 +72,7 @@ def test_a_fifo_is_written_in_place(tmp_path: Path) -> None:
     fifo = tmp_path / "report.fifo"
     os.mkfifo(fifo)
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
     reader.start()
     r = run(*COMMANDS["status"](tmp_path), "-o", str(fifo))
     reader.join(timeout=120)
@@ -113,7 +113,7 @@ def test_write_file_keeps_what_is_not_a_regular_file(tmp_path: Path, kind: str, 
     elif kind == "dangling-symlink":
         path.symlink_to("made")
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(path.read_bytes())) if kind == "fifo" else None
+    reader = threading.Thread(target=lambda: got.append(path.read_bytes()), daemon=True) if kind == "fifo" else None
     if reader:
         reader.start()
     before = os.stat(path) if kind == "fifo" else None
