@@ -55,6 +55,10 @@ def table(s: Status) -> str:
     elif p.source == "appliance setting":
         product = o.product or VARIANT_NAMES.get(o.variant, o.variant)
         persist = f"by the {product} crypto setting (not visible to the probe)"
+    if p.blacklisted:
+        persist += f"  (blacklisted: module_blacklist at {p.blacklisted})"
+    elif p.uncertain and p.configured is None:
+        persist += f"  ({p.uncertain})"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
     rows = [
