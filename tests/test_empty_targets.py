@@ -39,6 +39,8 @@ EMPTY = [
     (["bench", "-H", ""], "--host"),
     (["bench", "--save", ""], "--save"),
     (["bench", "-o", ""], "--output"),
+    (["enable", "-p", "-n", "--bench", "--bench-html", ""], "--bench-html"),
+    (["userland", "-n", "-R", ""], "--root"),
 ]
 
 

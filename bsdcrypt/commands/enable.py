@@ -131,7 +131,15 @@ def _one_write_per_file(host: Any, plan: Plan, files: list[tuple[str, bytes]], r
 
 
 def _execute(
-    host_spec: str, plan_for: PlanFor, *, dry_run: bool, yes: bool, fmt: str, root: str, bench: bool = False
+    host_spec: str,
+    plan_for: PlanFor,
+    *,
+    dry_run: bool,
+    yes: bool,
+    fmt: str,
+    root: str,
+    bench: bool = False,
+    bench_html: str | None = None,
 ) -> None:
     from bsdcrypt.act import perform, read_loader_files
     from bsdcrypt.assess import assess
@@ -215,7 +223,7 @@ def _execute(
         if bench and not dry_run and plan.refusal is None:
             from bsdcrypt.commands.bench import EnableBench
 
-            eb = EnableBench(fmt)
+            eb = EnableBench(fmt, html=bench_html)
         if fmt == "json":
             target = f"{status.host}:{root}" if root else status.host
             doc = {"host": target, "plan": plan_to_dict(plan)}
@@ -287,6 +295,14 @@ def enable(
     root: RootOpt = None,
     fmt: FormatOpt = "text",
     bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
+    bench_html: Annotated[
+        str | None,
+        typer.Option(
+            "--bench-html",
+            help="With --bench: also write the before/after charts as one HTML page.",
+            callback=nonempty,
+        ),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="With --root: write aesni_load even for a 13.0+ system (custom kernel)."),
@@ -305,6 +321,16 @@ def enable(
             "--bench measures the running kernel, not the system at --root DIR: "
             "use --bench without --root"
         )
+    if bench_html is not None:
+        if not bench:
+            fail("--bench-html FILE goes with --bench (it is the page of the before/after measurements)")
+        from bsdcrypt.errors import BsdcryptError
+        from bsdcrypt.fsutil import check_output_path
+
+        try:
+            check_output_path(bench_html)  # before anything is changed or measured
+        except BsdcryptError as exc:
+            fail(str(exc))
     if force and not root:
         fail(
             "--force only applies with --root DIR (a 13.0+ system booting a custom kernel); on a running "
@@ -314,7 +340,7 @@ def enable(
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_enable(inp, files, persist=persist, root=root or "", force=force)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "", bench=bench)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "", bench=bench, bench_html=bench_html)
 
 
 def disable(

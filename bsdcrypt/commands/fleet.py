@@ -12,7 +12,7 @@ from bsdcrypt.cli import FleetFormatOpt, OutputOpt, error_line, literal_help, no
 if TYPE_CHECKING:
     from bsdcrypt.hostsfile import HostEntry
 
-FORMATS = ("table", "json", "yaml", "csv", "prometheus")
+FORMATS = ("table", "json", "yaml", "csv", "prometheus", "html")
 
 
 def fleet_audit(
@@ -124,7 +124,13 @@ def _fleet_audit(
     if not quiet:
         for note in run.duplicates:
             typer.echo(error_line(f"note: {note}"), err=True)
-    report = fleet.render(run, fmt)
+    if fmt == "html":
+        from bsdcrypt.render.html import fleet_page  # Jinja2: only on this path
+
+        source = "standard input" if hosts_file == "-" else hosts_file
+        report = fleet_page(run, title="bsdcrypt fleet audit", source=source, command="fleet-audit")
+    else:
+        report = fleet.render(run, fmt)
     if output is None or output == "-":
         typer.echo(report, nl=False)
     else:

@@ -1,1 +1,2 @@
-"""Renderers: turning a Status, a fleet run or a plan into text for people and programs."""
+"""Renderers, one module per format (the HTML page and its SVG charts live here); text.py is the one
+sanitizer of host text every text renderer uses."""
