@@ -158,10 +158,26 @@ def _status_for(host: Host) -> Any:
         return None
 
 
+class NotFreeBSD(BenchError):
+    """The probe showed a system without GELI and md(4); `facts` are what it showed."""
+
+    def __init__(self, why: str, facts: HostFacts) -> None:
+        super().__init__("preflight: system", why)
+        self.why = why
+        self.facts = facts
+
+
 def _facts_for(host: Host) -> HostFacts | None:
-    """Host facts from the status assessment; None if the probe fails."""
+    """Host facts from the status assessment; None if the probe fails. NotFreeBSD when the probe
+    shows a system other than FreeBSD's family (the GELI bench cannot run there; --userland can)."""
     status = _status_for(host)
-    return None if status is None else HostFacts.from_status(status)
+    if status is None:
+        return None
+    facts = HostFacts.from_status(status)
+    why = not_freebsd(status)
+    if why:
+        raise NotFreeBSD(why, facts)
+    return facts
 
 
 def not_freebsd(status: Any) -> str | None:
@@ -606,7 +622,10 @@ def register(app: typer.Typer) -> None:
         try:
             if userland:
                 # Userland only: openssl speed needs neither root nor fio nor an md device.
-                facts = _facts_for(h)
+                try:
+                    facts = _facts_for(h)
+                except NotFreeBSD as exc:  # openssl speed runs anywhere
+                    facts = exc.facts
                 x86 = facts is None or facts.arch in (None, "amd64", "i386", "x86_64")
                 started = _now()
                 u = engine.userland(h, x86=x86)
@@ -649,11 +668,10 @@ def register(app: typer.Typer) -> None:
                 repeat=repeat,
                 ceiling=ceiling,
             )
-            status = _status_for(h)
-            why = not_freebsd(status)
-            if why:
-                fail(why)
-            facts = None if status is None else HostFacts.from_status(status)
+            try:
+                facts = _facts_for(h)
+            except NotFreeBSD as exc:
+                fail(exc.why)
             result = engine.measure(h, params, facts, progress)
         except BenchInterrupted as exc:
             typer.echo(_error_line(exc), err=True)
