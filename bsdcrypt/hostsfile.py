@@ -16,29 +16,18 @@ which compares what the ssh config makes of each line and resolved replay paths.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.hosts.spec import MAX_NAME as MAX_NAME  # the limits, from their new home
+from bsdcrypt.hosts.spec import SpecError as SpecError  # re-exported from its old home, for now
+from bsdcrypt.hosts.spec import quote_value as quote_value
+from bsdcrypt.hosts.spec import replay_ref, split_spec
 
-# RFC 1123 labels, plus '_' (seen in real internal names and ssh_config aliases).
-_NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
-_USER = re.compile(r"^[A-Za-z0-9_.](?:[A-Za-z0-9_.@-]*[A-Za-z0-9_.-])?\$?$")  # may hold '@' (user@realm), not end in it
 MAX_ERRORS_SHOWN = 20
-MAX_NAME = 253  # a DNS name's longest text form (RFC 1035: 255 octets on the wire)
-MAX_PATH = 1024  # PATH_MAX on FreeBSD
 MAX_HOSTS_FILE = 16 << 20  # 16 MiB: a 100,000-host fleet is a few MiB
-_SHOWN = 60  # characters of a bad value quoted in an error
-
-
-def quote_value(text: str) -> str:
-    """A bad value as an error quotes it: repr(), cut at _SHOWN characters (a 100,000-character line
-    is not echoed whole)."""
-    if len(text) <= _SHOWN:
-        return repr(text)
-    return f"{text[:_SHOWN]!r}... ({len(text)} characters)"
 
 
 class HostsFileError(BsdcryptError):
@@ -107,71 +96,6 @@ class HostsList:
     duplicates: list[Duplicate]
 
 
-class SpecError(ValueError):
-    pass
-
-
-def _port(text: str) -> int:
-    if not text.isdigit():
-        raise SpecError(f"bad port {quote_value(text)}")
-    port = int(text)
-    if not 1 <= port <= 65535:
-        raise SpecError(f"port {port} is out of range 1-65535")
-    return port
-
-
-def _is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
-
-
-def split_spec(spec: str) -> tuple[str | None, str, int | None]:
-    """`[user@]host[:port]` -> (user, host, port); IPv6 as `[addr]:port` or bare `addr`.
-
-    Raises SpecError with a one-line reason.
-    """
-    text = spec.strip()
-    if not text:
-        raise SpecError("empty host")
-    if any(ch.isspace() for ch in text):
-        raise SpecError(f"{quote_value(text)} has spaces (one host per line)")
-    user: str | None = None
-    if "@" in text:
-        user, _, text = text.rpartition("@")
-        if not user or not _USER.match(user):
-            raise SpecError(f"bad user name {quote_value(user)}")
-    port: int | None = None
-    if text.startswith("["):
-        close = text.find("]")
-        if close < 0:
-            raise SpecError(f"{quote_value(text)}: '[' without ']'")
-        host, rest = text[1:close], text[close + 1:]
-        if not _is_ipv6(host):
-            raise SpecError(f"{quote_value(host)} in brackets is not an IPv6 address")
-        if rest:
-            if not rest.startswith(":"):
-                raise SpecError(f"unexpected {quote_value(rest)} after ']'")
-            port = _port(rest[1:])
-    elif text.count(":") > 1:
-        if not _is_ipv6(text):
-            raise SpecError(f"{quote_value(text)} is not an IPv6 address (write [addr]:port for a port)")
-        host = text
-    else:
-        host, sep, port_text = text.partition(":")
-        if sep:
-            port = _port(port_text)
-        if not host:
-            raise SpecError("missing host name")
-        if len(host) > MAX_NAME:
-            raise SpecError(f"the host name is {len(host)} characters long: not a name (at most {MAX_NAME})")
-        if not _NAME.match(host) or ".." in host:
-            raise SpecError(f"bad host name {quote_value(host)}")
-    return user, host, port
-
-
 def _strip_comment(line: str) -> str:
     # `#` starts a comment at the line start or after whitespace (so `replay:a#b.yaml` stays whole).
     text = line.strip()
@@ -210,12 +134,8 @@ def read_hosts(text: str | bytes, origin: str = "<hosts>", base_dir: str | None 
         if not body:
             continue
         try:
-            if body.startswith("replay:"):
-                path = body[len("replay:"):]
-                if not path or any(ch.isspace() for ch in path):
-                    raise SpecError("replay: needs one PATH or recording name")
-                if len(path) > MAX_PATH:
-                    raise SpecError(f"the replay: path is {len(path)} characters long (at most {MAX_PATH})")
+            path = replay_ref(body)
+            if path is not None:
                 entry = HostEntry(spec=body, source=where, replay=path, base_dir=base_dir)
             else:
                 user, host, port = split_spec(body)

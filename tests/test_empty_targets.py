@@ -93,7 +93,7 @@ def test_end_of_input_at_the_prompt_is_interrupted_not_declined(
     add_kernel(tmp_path)
     conf = tmp_path / "boot" / "loader.conf"
     conf.write_bytes(b"a=1\n")
-    monkeypatch.setattr("bsdcrypt.commands.enable.sys", SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True)))
+    monkeypatch.setattr("bsdcrypt.cli.enable.sys", SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True)))
     result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path)], input="")
     assert result.exit_code == 130, result.output
     assert "bsdcrypt: interrupted at the confirmation prompt: nothing changed\n" in result.output

@@ -144,7 +144,7 @@ def test_bench_tables_show_escapes() -> None:
     from bsdcrypt import bench
     from bsdcrypt.bench import BenchResult, HostFacts, Measurement, Sample, UserlandResult
     from bsdcrypt.bench.model import CipherSpeed
-    from bsdcrypt.commands.bench import render_table, render_userland
+    from bsdcrypt.render.bench import render_table, render_userland
 
     m = Measurement("geli", "write", [Sample(100 * 1024 * 1024, 1.0, 10000)])
     facts = HostFacts(hostname=NAME, release=f"12.2{RED}", cpu_model=CPU)

@@ -26,6 +26,7 @@ from htmlcheck import (
 from test_render_html import results_from
 
 from bsdcrypt import fleet
+from bsdcrypt.render import fleet as fleet_render
 from bsdcrypt.render import html
 from bsdcrypt.render.html import visible
 
@@ -87,7 +88,7 @@ def test_fleet_report_sorts_and_filters_offline(browser: Browser, fleet_file: tu
 
     box = b.driver.find_element(By.ID, "filter")
     box.send_keys("opnsense")
-    want = sum(1 for r in run.results if "opnsense" in " ".join(fleet.row(r).values()).lower())
+    want = sum(1 for r in run.results if "opnsense" in " ".join(fleet_render.row(r).values()).lower())
     assert 0 < want < len(rows)
     b.wait(lambda d: len(visible_rows(b)) == want)
     assert all("OPNsense" in r["os"] for r in visible_rows(b))

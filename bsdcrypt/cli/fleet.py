@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt, error_line, literal_help, nonempty, seconds
+from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt, error_line, literal_help, nonempty, seconds
 
 if TYPE_CHECKING:
     from bsdcrypt.hostsfile import HostEntry
@@ -130,7 +130,9 @@ def _fleet_audit(
         source = "standard input" if hosts_file == "-" else hosts_file
         report = fleet_page(run, title="bsdcrypt fleet audit", source=source, command="fleet-audit")
     else:
-        report = fleet.render(run, fmt)
+        from bsdcrypt.render.fleet import render
+
+        report = render(run, fmt)
     if output is None or output == "-":
         typer.echo(report, nl=False)
     else:

@@ -1,0 +1,132 @@
+"""What the commands share: the --host/--format/--timeout/--output options, one-line failure, writing a report."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Annotated, Any, Literal, NoReturn
+
+import typer
+import typer.core
+
+from bsdcrypt.cli.completion import complete_fleet_format, complete_format, complete_host
+
+# How typer renders help; the app is made with it (literal_help must know).
+MARKUP_MODE: Literal["rich"] = "rich"
+
+
+def literal_help(text: str) -> str:
+    """Help text shown as written. typer renders help with rich markup, where `[user@]` is a style
+    tag and vanishes; escape such brackets then, and only then (NO_COLOR prints plain click help,
+    where a backslash would show)."""
+    import re
+
+    if typer.core.HAS_RICH and MARKUP_MODE == "rich" and not os.environ.get("NO_COLOR"):
+        return re.sub(r"(?<!\\)\[(?=[a-z#/@][^\[]*?\])", r"\\[", text)
+    return text
+
+
+def nonempty(value: Any) -> Any:
+    """Option callback for every path or target option: an empty value (an unset `$MNT` in `-R "$MNT"`)
+    is a usage error (exit 3), never "the default" (the live host, the running system, stdout)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(v == "" for v in values):
+        raise typer.BadParameter("must not be empty (an unset shell variable?)")
+    return value
+
+
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        "--host",
+        "-H",
+        help=literal_help("local (default), [user@]host[:port] over SSH, or replay:FILE|NAME for a recording."),
+        envvar="BSDCRYPT_HOST",
+        autocompletion=complete_host,
+        callback=nonempty,
+    ),
+]
+
+
+def error_line(message: object) -> str:
+    """`bsdcrypt: MESSAGE` as one line of printable text: an error can quote host text (a banner, a
+    file name, a host name), shown through the renderers' sanitizer and cut (bsdcrypt.render.text)."""
+    from bsdcrypt.render.text import MESSAGE_LIMIT, visible
+
+    return f"bsdcrypt: {visible(str(message), MESSAGE_LIMIT)}"
+
+
+def fail(message: str, code: int = 3) -> NoReturn:
+    """Print a one-line error on stderr and exit."""
+    typer.echo(error_line(message), err=True)
+    raise typer.Exit(code)
+
+
+FormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        "-f",
+        help="table, json, yaml, nagios (one line, monitoring-plugins exit codes), prometheus (textfile collector) "
+        "or html (one self-contained page).",
+        autocompletion=complete_format,
+    ),
+]
+
+def seconds(value: float) -> float:
+    """Option callback: a finite, positive number of seconds (nan and inf slip through click's ranges)."""
+    if not math.isfinite(value) or not 0.1 <= value <= 86400:
+        raise typer.BadParameter(f"{value} is not a number of seconds between 0.1 and 86400")
+    return value
+
+
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the probe.", callback=seconds)]
+
+
+def check_format(fmt: str, allowed: tuple[str, ...]) -> str:
+    if fmt not in allowed:
+        fail(f"unknown format {fmt!r}; choose one of: {', '.join(allowed)}")
+    return fmt
+
+
+# fleet-audit and analyze: one row per host
+FleetFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--format", "-f", help="table, json, yaml, csv, prometheus or html.", autocompletion=complete_fleet_format
+    ),
+]
+OutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the report to FILE (atomically if a regular file; a device or FIFO in place), not stdout.",
+        callback=nonempty,
+    ),
+]
+
+
+def write_report(text: str, output: str | None, inputs: tuple[str, ...] = ()) -> None:
+    """Print a report, or write it to FILE the one way every -o does (bsdcrypt.fsutil: atomically for a
+    regular file, in place for a device or FIFO, never over one of the command's inputs; mode 0644)."""
+    if output is None or output == "-":
+        typer.echo(text, nl=False)
+        return
+    from bsdcrypt.fsutil import check_output_path, write_file
+
+    check_output_path(output, inputs)
+    write_file(output, text, mode=0o644)
+
+
+def spec_inputs(spec: str) -> tuple[str, ...]:
+    """The file a --host value reads (replay:FILE|NAME), which -o must not name; () for live hosts."""
+    if not spec.startswith("replay:"):
+        return ()
+    from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.recording import resolve_recording
+
+    try:
+        return (str(resolve_recording(spec[len("replay:"):])),)
+    except BsdcryptError:
+        return ()  # no such recording: the command says so itself
