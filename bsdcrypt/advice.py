@@ -207,13 +207,23 @@ def findings(s: Status) -> list[Finding]:
                 persist_remedy(s),
             )
         )
-    if aes_attached and s.persist.source == "appliance setting":
+    source = s.persist.source or ""
+    if aes_attached and source.startswith("appliance setting") and s.persist.configured is not False:
+        product = s.os.product or VARIANT_NAMES.get(s.os.variant, s.os.variant)
+        if s.persist.configured:
+            setting = source.split("(", 1)[-1].rstrip(")")
+            what = f"{product}'s own crypto setting selects it ({setting}), so it loads at boot."
+        else:
+            what = (
+                f"{product} loads crypto modules at boot from its own crypto setting, which the probe could not "
+                "read (config.xml not collected, or not readable without root): persisted is inferred from the "
+                "module being loaded, not seen."
+            )
         out.append(
             Finding(
                 "appliance-managed",
                 "info",
-                f"{d.name} is loaded; {s.os.product or s.os.variant} loads it at boot from its own crypto setting, "
-                "which the probe cannot read.",
+                f"{d.name} is loaded; {what}",
                 "Check it stays selected: " + APPLIANCE_SETTING[s.os.variant],
             )
         )

@@ -6,11 +6,14 @@ The reasoning behind every finding is in docs/findings.md.
 
 from __future__ import annotations
 
+import re
+
 from bsdcrypt import advice
 from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
 from bsdcrypt.loaderconf import all_assignments, effective, files_from_evidence, is_yes, read_by_loader
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.geli import parse_geli_list
+from bsdcrypt.parsers.kenv import parse_kenv, smbios_hypervisor
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
 from bsdcrypt.parsers.linux import parse_cpuinfo_flags, parse_cpuinfo_model
 from bsdcrypt.parsers.osrelease import parse_os_release, parse_product
@@ -95,7 +98,7 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     drivers = _driver_infos(ev, sysctl, dmesg, status.os, status.cpu)
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
-    status.persist = _persist_info(ev, status.driver, status.cpu, status.os)
+    status.persist = _persist_info(ev, status.driver, status.cpu, status.os, dmesg)
     status.geli = _geli_infos(parse_geli_list(_raw(ev, "geli_list")), status)
     status.findings = advice.findings(status)
     missing = [name for name in DECISIVE_STEPS if name not in ev.steps]
@@ -125,6 +128,9 @@ def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: st
     if release is None and dmesg.banner:
         parts = dmesg.banner.split()
         release = parse_release(parts[1]) if len(parts) > 1 else None
+    uname = parse_uname_a(ev.text("uname_a") or "")
+    if release is None and uname.get("release"):
+        release = parse_release(uname["release"])
     hbsd = (
         "hardening.version" in sysctl
         or (release is not None and release.hbsd)
@@ -145,16 +151,13 @@ def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: st
         userland=parse_freebsd_version(ev.text("freebsd_version_u") or "") or osr.get("VERSION"),
         kernel_installed=parse_freebsd_version(ev.text("freebsd_version_k") or ""),
         osreldate=_int(sysctl.get("kern.osreldate")),
-        arch=sysctl.get("hw.machine_arch") or _uname_arch(ev),
-        kernel_ident=sysctl.get("kern.ident"),
+        # the running kernel's own words first; dmesg.boot's banner is the same boot's
+        arch=sysctl.get("hw.machine_arch") or uname.get("machine") or dmesg.arch,
+        kernel_ident=sysctl.get("kern.ident") or uname.get("ident") or dmesg.kernel_ident,
     )
     if product and not info.product:
         info.product = product.name
     return info
-
-
-def _uname_arch(ev: Evidence) -> str | None:
-    return parse_uname_a(ev.text("uname_a") or "").get("machine")
 
 
 def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str | None) -> CPUInfo:
@@ -168,9 +171,11 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
     else:
         if cpu.features2 is not None:
             aes = "AESNI" in cpu.features2
+        elif cpu.no_features2 and arch in (X86 | {None}):
+            aes = False  # identcpu.c prints Features2 only when CPUID.1:ECX is non-zero (AESNI is bit 25)
         if cpu.stdext is not None:
             sha = "SHA" in cpu.stdext
-        elif cpu.features2 is not None:
+        elif cpu.features2 is not None or aes is False and cpu.no_features2:
             sha = False  # identcpu.c prints no Structured Extended Features line when there are none
     # An attached driver is proof of what the CPU offers, whatever dmesg kept.
     for msg in dmesg.drivers:
@@ -183,12 +188,17 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
         sha = sha or "SHA" in desc
     vm_guest = sysctl.get("kern.vm_guest")
     hv_vendor = sysctl.get("hw.hv_vendor") or cpu.hypervisor
+    # SMBIOS strings (kenv) and ACPI/device strings in dmesg name hypervisors that set no CPUID
+    # signature (VirtualBox, QEMU TCG) or releases whose kern.vm_guest says only "generic"
+    named = smbios_hypervisor(parse_kenv(_raw(ev, "kenv_smbios"))) or dmesg.vm_hint
     in_vm: bool | None = None
     if vm_guest is not None:
         in_vm = vm_guest != "none"
-    if cpu.features2 is not None and "HV" in cpu.features2 or cpu.hypervisor:
+    if cpu.features2 is not None and "HV" in cpu.features2 or cpu.hypervisor or named:
         in_vm = True
-    elif in_vm is None and cpu.features2 is not None:
+    elif in_vm is None and cpu.features2 is not None and (ev.step("kenv_smbios") is not None or dmesg.root_mounted):
+        # no HV bit, no CPUID origin, and no hypervisor's SMBIOS strings, or none of their ACPI,
+        # disk or NIC names in a boot whose device probe is complete
         in_vm = False
     hypervisor = None
     if in_vm:
@@ -196,6 +206,7 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
         hypervisor = (
             (vm_guest if vm_guest not in (None, "none", "generic") else None)
             or HV_VENDORS.get(vendor)
+            or named
             or vendor
             or vm_guest
             or "unknown"
@@ -305,9 +316,24 @@ def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
     st = ev.step(f"kldstat_m:{name}")
     if st is not None and st.rc in (0, 1):
         return st.rc == 0
-    if kld:
+    if kld and any(f.modules for f in kld):
         return file_containing(kld, f"nexus/{name}") is not None
-    return None
+    if kld and any(f.name == f"{name}.ko" for f in kld):
+        return True  # plain kldstat (no -v) lists the module file
+    return None  # plain kldstat without it: compiled in or not loaded, it cannot tell
+
+
+def module_files(ev: Evidence) -> list[str] | None:
+    """The crypto .ko files in kern.module_path's directories (the module_files step), None if not run."""
+    st = ev.step("module_files")
+    if st is None or st.rc != 0:
+        return None
+    return [line.strip() for line in st.text.splitlines() if line.strip().endswith(".ko")]
+
+
+def stock_kernel(os: OSInfo) -> bool:
+    """The release's own GENERIC (or HardenedBSD's HARDENEDBSD) kernel, by its config name."""
+    return (os.kernel_ident or "").upper().startswith(STOCK_IDENTS)
 
 
 def _driver_info(
@@ -339,22 +365,58 @@ def _driver_info(
             info.state = "loaded"
             info.compiled_in = False
             info.module_file = holder.path or ko
+        elif holder is None and not any(f.modules for f in kld) and ev.step(f"kldstat_m:{name}") is not None:
+            # registered (kldstat -m) but kldstat -v was not collected: in the kernel or a module
+            info.state = "unknown"
         else:
             info.state = "builtin"
             info.compiled_in = True
-        if info.attached is False:
+        if info.attached is False and info.state != "unknown":
             info.state = "no-device"
     elif registered is False:
         exists = ev.exists(ko)
-        info.state = "not-loaded" if exists else ("missing" if exists is False else "unknown")
-        info.module_file = ko if exists else None
+        found = module_files(ev)
+        elsewhere = next((f for f in found or () if f.endswith(f"/{name}.ko") and f != ko), None)
+        if exists or elsewhere:
+            info.state = "not-loaded"
+            info.module_file = ko if exists else elsewhere
+        elif exists is False and found is not None:
+            info.state = "missing"  # not in /boot/kernel nor in any kern.module_path directory
+        else:
+            info.state = "unknown"  # the module file checks did not run
         info.attached = False
         info.accelerates_aes = False
         info.compiled_in = False
     elif boot_msg is not None:
-        info.state = "unknown"
+        _from_boot_message(info, boot_msg, os)
     info.in_generic = in_generic(name, os, info.compiled_in)
     return info
+
+
+def _from_boot_message(info: DriverInfo, msg: DriverMessage, os: OSInfo) -> None:
+    """Without kldstat: what the driver's boot message in dmesg.boot shows, on a kernel whose config is
+    known (GENERIC of a release that does or does not compile the driver in). Else the state stays unknown."""
+    compiled = in_generic(info.name or "", os) if stock_kernel(os) else None
+    if compiled is None:
+        info.state = "unknown"
+        return
+    info.compiled_in = compiled
+    if compiled:
+        info.state = "builtin" if msg.attached else "no-device"
+    else:
+        # GENERIC of this release lacks the driver: the message came from the module (aesni.ko),
+        # preloaded by the loader (before the root mount) or kldloaded later; a module stays loaded
+        # whether or not its device attached
+        info.state = "loaded" if msg.attached else "no-device"
+
+
+def preloaded(dmesg: DmesgBoot, driver: DriverInfo) -> bool:
+    """The loader loaded the driver's module at the last boot: a GENERIC kernel without the driver
+    printed its attach (or probe) message before mounting root."""
+    if driver.compiled_in is not False or driver.state not in ("loaded", "no-device") or driver.name is None:
+        return False
+    msg = _last_message(dmesg, driver.name)
+    return msg is not None and msg.before_root is True
 
 
 def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
@@ -362,7 +424,35 @@ def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
     return found[-1] if found else None
 
 
-def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) -> PersistInfo:
+APPLIANCE_SETTING = "appliance setting"
+APPLIANCE_INFERRED = "appliance setting (inferred)"
+# The steps that tell an appliance from plain FreeBSD (parse_product's inputs for pfSense/OPNsense).
+PRODUCT_STEPS = ("file:/etc/platform", "file:/etc/version", "opnsense_version", "file:/etc/pfsense-release")
+_CRYPTO_TAG = re.compile(r"<crypto_hardware>([^<]*)</crypto_hardware>|<crypto_hardware\s*/>")
+
+
+def appliance_crypto(ev: Evidence) -> str | None:
+    """pfSense/OPNsense config.xml's <crypto_hardware> value ("" for None), or None if unreadable."""
+    st = ev.step("appliance_crypto")
+    if st is None or st.rc not in (0, 1):
+        return None  # not collected, not readable without root (2), or no config.xml (3)
+    m = _CRYPTO_TAG.search(st.text)
+    return (m.group(1) or "").strip() if m else ""
+
+
+def loader_files_complete(ev: Evidence, major: int | None) -> str | None:
+    """None when every loader configuration file the loader reads was collected, else what is missing.
+
+    The probe frames each file it tried (rc 1 when absent); the loader.conf.d files come from a loop
+    that runs before the module file checks, so those checks show it ran. A paste shows only what was
+    pasted."""
+    missing = [p for p in ("/boot/loader.conf", "/boot/loader.conf.local") if ev.step("file:" + p) is None]
+    if (major is None or major >= 13) and not any(k.startswith("exists:") for k in ev.steps):
+        missing.append("/boot/loader.conf.d")
+    return ", ".join(missing) or None
+
+
+def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dmesg: DmesgBoot) -> PersistInfo:
     if driver.name is None:
         return PersistInfo(configured=False, needed=False)
     variant = os.variant
@@ -378,22 +468,37 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) ->
         info.ignored = f"{unread[-1].path}:{unread[-1].line}"
     if assignment is not None:
         info.source = f"{assignment.path}:{assignment.line}"
+    usable = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
+    incomplete = loader_files_complete(ev, os.major)
+    product_unknown = any(k not in ev.steps for k in PRODUCT_STEPS) and not stock_kernel(os)
     if driver.compiled_in:
         info.configured = True
         info.needed = False
         info.source = info.source if yes else "kernel"
-    elif variant in GUI_LOADED and driver.state == "loaded" and not yes:
-        # pfSense/OPNsense load the module from their own crypto setting at boot, not via loader.conf.
-        info.configured = None
-        info.needed = True
-        info.source = "appliance setting"
-    elif ev.step("file:/boot/loader.conf") is None:
-        info.configured = None  # the probe did not get to the loader configuration
-        info.needed = None
-    else:
+    elif variant in GUI_LOADED and driver.state in ("loaded", "not-loaded", "no-device") and not yes:
+        # pfSense/OPNsense load the module from their own crypto setting at boot (config.xml), not from
+        # a loader.conf line; read it where the probe could, else infer it from the module being loaded.
+        setting = appliance_crypto(ev)
+        info.needed = usable
+        if setting is not None:
+            info.configured = driver.name in setting.split(",") or any(driver.name in v for v in setting.split(","))
+            info.source = f"{APPLIANCE_SETTING} (config.xml crypto_hardware={setting or 'none'})"
+        elif driver.state == "loaded":
+            info.configured = None
+            info.source = APPLIANCE_INFERRED
+        else:
+            info.configured = None
+    elif incomplete is None and not product_unknown:
         info.configured = yes
-        usable = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
         info.needed = usable if driver.state != "unknown" else None
+    elif preloaded(dmesg, driver):
+        # the loader loaded the module at the last boot, so the configuration it read loads it
+        info.configured = True
+        info.needed = True
+        info.source = info.source if yes else "loader (preloaded at boot: dmesg.boot)"
+    else:
+        info.configured = None  # the loader configuration (or the appliance's) was not collected in full
+        info.needed = None if usable or driver.state == "unknown" else False
     return info
 
 

@@ -48,9 +48,12 @@ def table(s: Status) -> str:
     persist = "compiled in" if d.compiled_in else _yesno(p.configured)
     if p.value is not None and p.source:
         persist += f"  ({d.name}_load={p.value} at {p.source})"
-    elif p.source == "appliance setting":
+    elif (p.source or "").startswith("appliance setting"):
         product = o.product or VARIANT_NAMES.get(o.variant, o.variant)
-        persist = f"by the {product} crypto setting (not visible to the probe)"
+        if p.configured is None:
+            persist = f"inferred: by the {product} crypto setting (config.xml not readable)"
+        else:
+            persist += f"  (the {product} crypto setting: {(p.source or '').split('(', 1)[-1].rstrip(')')})"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
     rows = [
