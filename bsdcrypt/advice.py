@@ -138,7 +138,8 @@ def findings(s: Status) -> list[Finding]:
         aes_soft = any(g.accelerated is False and _aes(g.encryption) for g in s.geli)
         out.append(_no_aes_finding(s, sha_only, aes_soft))
     elif d.state == "not-loaded":
-        severity = "critical" if geli_soft else "warning"
+        # with the CPU's AES unknown, the driver may have nothing to accelerate: unknown, not a warning
+        severity = "critical" if geli_soft else ("warning" if cpu.aesni else "unknown")
         consumers = f"; GELI provider(s) {', '.join(g.name for g in geli_soft)} run in software" if geli_soft else ""
         if s.persist.value is not None and not s.persist.configured and s.persist.source:
             consumers += f"; {d.name}_load=\"{s.persist.value}\" at {s.persist.source} keeps it off at boot"
@@ -181,7 +182,7 @@ def findings(s: Status) -> list[Finding]:
         out.append(
             Finding(
                 "driver-not-attached",
-                "warning",
+                "warning" if cpu.aesni else "unknown",
                 f"{d.name} is in the kernel but no {d.name}0 device attached, although the CPU "
                 + ("advertises AES." if cpu.aesni else "may support AES (no CPU flags in dmesg.boot)."),
                 f"Check `dmesg | grep {d.name}` and that no hint.{d.name}.0.disabled is set in "
@@ -193,10 +194,23 @@ def findings(s: Status) -> list[Finding]:
             Finding(
                 "driver-unknown",
                 "unknown",
-                f"Could not tell whether {d.name} is in the kernel, loaded or on disk (probe output incomplete).",
+                f"Could not tell whether {d.name} is in the kernel, loaded or on disk: "
+                f"{d.reason or 'probe output incomplete'}.",
                 "Run `kldstat -v` and `sysctl dev.aesni` on the host, or send a `bsdcrypt record` recording.",
             )
         )
+        if d.at_boot is False and cpu.aesni:
+            out.append(
+                Finding(
+                    "not-loaded-at-boot",
+                    "warning",
+                    f"At the last boot the loader did not load {d.name}.ko: dmesg.boot shows a complete boot of "
+                    f"{s.os.kernel_ident} {s.os.release}, which does not compile {d.name} in, with no {d.name}0 line. "
+                    f"Unless it was kldloaded since, kernel AES ({kernel_aes_users(s)}) runs in software.",
+                    f"Check with `kldstat -v | grep {d.name}`; if it is not there: kldload {d.name}, and to keep it: "
+                    + persist_remedy(s),
+                )
+            )
 
     if aes_attached and d.state == "loaded" and s.persist.configured is False:
         out.append(
@@ -225,6 +239,19 @@ def findings(s: Status) -> list[Finding]:
                 "info",
                 f"{d.name} is loaded; {what}",
                 "Check it stays selected: " + APPLIANCE_SETTING[s.os.variant],
+            )
+        )
+    p = s.persist
+    if (
+        p.configured is None and p.needed is not False and p.reason and not s.source.startswith("paste:")
+        and s.os.variant not in APPLIANCE_SETTING and d.state not in ("unknown", "missing")
+    ):
+        out.append(
+            Finding(
+                "persist-unknown",
+                "unknown",
+                f"Whether {d.name} is loaded at boot is unknown: {p.reason}.",
+                "Run the probe again (`bsdcrypt record -o host.yaml` on the host) and check that it finishes.",
             )
         )
     if s.persist.ignored:

@@ -7,6 +7,7 @@ The reasoning behind every finding is in docs/findings.md.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from bsdcrypt import advice
 from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
@@ -71,7 +72,7 @@ def _int(value: str | None) -> int | None:
 def assess(ev: Evidence, host: str, source: str) -> Status:
     status = Status(host=host, source=source)
     sysctl = parse_sysctl(_raw(ev, "sysctl"))
-    dmesg = parse_dmesg(_file_text(ev, "/var/run/dmesg.boot") or "")
+    dmesg = _dmesg(ev)
     uname_s = (ev.text("uname_s") or "").strip() or sysctl.get("kern.ostype") or dmesg.os_name
     status.root = None if ev.text("id_u") is None else (ev.text("id_u") or "").strip() == "0"
 
@@ -99,10 +100,18 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
     status.persist = _persist_info(ev, status.driver, status.cpu, status.os, dmesg)
-    status.geli = _geli_infos(parse_geli_list(_raw(ev, "geli_list")), status)
+    # geli list shows the providers now; without it, the ones attached during boot (with the crypto
+    # path they got then) are what dmesg.boot shows
+    if ev.step("geli_list") is not None or ev.origin != "paste":
+        providers = parse_geli_list(_raw(ev, "geli_list"))
+    else:
+        providers = list(dmesg.geli)
+    status.geli = _geli_infos(providers, status)
     status.findings = advice.findings(status)
     missing = [name for name in DECISIVE_STEPS if name not in ev.steps]
-    if missing:
+    if ev.origin == "paste":
+        status.findings.append(_paste_finding(ev))
+    elif missing:
         status.findings.append(
             Finding(
                 "probe-partial",
@@ -112,6 +121,46 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
             )
         )
     return status
+
+
+# What each pasted output decides, for the paste-partial finding (docs/analyze.md has the full table).
+PASTE_PARTS = (
+    ("kldstat_v", "kldstat -v", "whether the driver is compiled in, loaded or absent now"),
+    ("file:/boot/loader.conf", "/boot/loader.conf (and .local, loader.conf.d)", "whether it is persisted"),
+    ("geli_list", "geli list", "the GELI providers' crypto path now"),
+    ("sysctl_dev", "sysctl dev.aesni", "whether aesni0 is attached now"),
+)
+
+
+def _paste_finding(ev: Evidence) -> Finding:
+    seen = [label for step, label in (
+        ("file:/var/run/dmesg.boot", "dmesg"), ("dmesg_filtered", "filtered dmesg"), ("kldstat_v", "kldstat"),
+        ("uname_a", "uname -a"), ("geli_list", "geli list"), ("sysctl", "sysctl"), ("kenv_smbios", "kenv"),
+    ) if step in ev.steps] + sorted(k[5:] for k in ev.steps if k.startswith("file:/boot/"))
+    lacking = [f"{label} ({what})" for step, label, what in PASTE_PARTS if step not in ev.steps]
+    message = f"Assessed from a paste of {', '.join(seen)}"
+    message += f"; not pasted: {'; '.join(lacking)}: those fields stay unknown." if lacking else "."
+    return Finding(
+        "paste-partial",
+        "unknown",
+        message,
+        "For a full report run `bsdcrypt status` on the host, or `sh probe.sh` from `bsdcrypt probe-script` "
+        "and `bsdcrypt analyze` its output.",
+    )
+
+
+def _dmesg(ev: Evidence) -> DmesgBoot:
+    """The last boot of dmesg.boot; a filtered paste (`dmesg | grep ...`) only for what its lines show."""
+    text = _file_text(ev, "/var/run/dmesg.boot")
+    if text is not None:
+        return parse_dmesg(text)
+    filtered = ev.text("dmesg_filtered")
+    if filtered is None:
+        return parse_dmesg("")
+    d = parse_dmesg(filtered)
+    # a grep drops lines, so nothing may be concluded from a line's absence
+    drivers = tuple(replace(m, before_root=None) for m in d.drivers)
+    return replace(d, cpu=replace(d.cpu, no_features2=False), drivers=drivers, root_mounted=False, geli=())
 
 
 def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: str | None) -> OSInfo:
@@ -152,12 +201,17 @@ def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: st
         kernel_installed=parse_freebsd_version(ev.text("freebsd_version_k") or ""),
         osreldate=_int(sysctl.get("kern.osreldate")),
         # the running kernel's own words first; dmesg.boot's banner is the same boot's
-        arch=sysctl.get("hw.machine_arch") or uname.get("machine") or dmesg.arch,
+        arch=sysctl.get("hw.machine_arch") or _machine_arch(uname.get("machine") or dmesg.arch),
         kernel_ident=sysctl.get("kern.ident") or uname.get("ident") or dmesg.kernel_ident,
     )
     if product and not info.product:
         info.product = product.name
     return info
+
+
+def _machine_arch(machine: str | None) -> str | None:
+    """uname -m / the banner give MACHINE; hw.machine_arch of arm64 is aarch64 (amd64, i386: the same)."""
+    return {"arm64": "aarch64"}.get(machine or "", machine)
 
 
 def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str | None) -> CPUInfo:
@@ -238,22 +292,23 @@ APPLIANCE_KERNELS = frozenset({"pfsense", "opnsense", "truenas", "freenas"})
 STOCK_IDENTS = ("GENERIC", "HARDENEDBSD")
 
 
-def in_generic(driver: str, os: OSInfo, compiled_in: bool | None = None) -> bool | None:
+def in_generic(
+    driver: str, os: OSInfo, compiled_in: bool | None = None, appliance_possible: bool = False
+) -> bool | None:
     """Does this release's stock kernel compile the driver in?
 
     The stock kernel is GENERIC (aesni and armv8crypto from 13.0), HardenedBSD's HARDENEDBSD (aesni since
     10), or an appliance's own kernel, whose config bsdcrypt does not know: there the running kernel is the
     evidence (`compiled_in`: nexus/aesni under `kernel` in kldstat -v, or not: loaded from aesni.ko or not
     registered). OPNsense 20.7/21.1 run HardenedBSD 12.1 with their own SMP kernel, which loads aesni.ko.
+    `appliance_possible`: the files that name an appliance were not collected, so a kernel that is not
+    GENERIC may be one.
     """
     if os.major is None:
         return None
     ident = (os.kernel_ident or "").upper()
-    if os.variant in APPLIANCE_KERNELS and not ident.startswith(STOCK_IDENTS):
-        if compiled_in is not None:
-            return compiled_in
-        if os.base == "hardenedbsd":
-            return None  # HARDENEDBSD's config says nothing about the appliance's kernel
+    if (os.variant in APPLIANCE_KERNELS or appliance_possible) and not ident.startswith(STOCK_IDENTS):
+        return compiled_in  # the appliance's own config, which bsdcrypt does not know; None if not seen
     if driver == "aesni" and os.base == "hardenedbsd":
         return os.major >= 10
     if driver in ("aesni", "armv8crypto"):
@@ -270,6 +325,9 @@ def _driver_infos(
     infos: list[DriverInfo] = []
     for name in ("aesni", "armv8crypto", "ossl", "padlock"):
         info = _driver_info(name, ev, kld, dev, dmesg, os)
+        if info.attached is None and info.state in ("builtin", "loaded") and _cannot_attach(name, cpu):
+            # aesni_probe needs AESNI or SHA, armv8_crypto_probe needs AES: this CPU has neither
+            info.attached, info.accelerates_aes, info.state = False, False, "no-device"
         if name == "ossl" and info.attached:
             info.algorithms, info.accelerates_aes = ossl_algorithms(os, cpu, dmesg)
         if name == primary:
@@ -323,6 +381,14 @@ def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
     return None  # plain kldstat without it: compiled in or not loaded, it cannot tell
 
 
+def _cannot_attach(name: str, cpu: CPUInfo) -> bool:
+    if name == "aesni":
+        return cpu.aesni is False and cpu.sha is False
+    if name == "armv8crypto":
+        return cpu.aesni is False
+    return False
+
+
 def module_files(ev: Evidence) -> list[str] | None:
     """The crypto .ko files in kern.module_path's directories (the module_files step), None if not run."""
     st = ev.step("module_files")
@@ -366,8 +432,15 @@ def _driver_info(
             info.compiled_in = False
             info.module_file = holder.path or ko
         elif holder is None and not any(f.modules for f in kld) and ev.step(f"kldstat_m:{name}") is not None:
-            # registered (kldstat -m) but kldstat -v was not collected: in the kernel or a module
-            info.state = "unknown"
+            # registered (kldstat -m) but kldstat -v was not collected: in the kernel or a module; a
+            # GENERIC kernel's config tells which
+            stock = in_generic(name, os) if stock_kernel(os) else None
+            if stock is None:
+                info.state = "unknown"
+                info.reason = f"{name} is registered, but without kldstat -v it cannot tell compiled in from loaded"
+            else:
+                info.state = "builtin" if stock else "loaded"
+                info.compiled_in = stock
         else:
             info.state = "builtin"
             info.compiled_in = True
@@ -383,14 +456,38 @@ def _driver_info(
         elif exists is False and found is not None:
             info.state = "missing"  # not in /boot/kernel nor in any kern.module_path directory
         else:
-            info.state = "unknown"  # the module file checks did not run
+            info.state = "unknown"
+            info.reason = (
+                f"{name} is not loaded, and whether {name}.ko is on disk was not checked"
+                if exists is not False else f"{name}.ko is not in /boot/kernel; kern.module_path's other "
+                "directories (/boot/modules) were not checked"
+            )
         info.attached = False
         info.accelerates_aes = False
         info.compiled_in = False
     elif boot_msg is not None:
         _from_boot_message(info, boot_msg, os)
-    info.in_generic = in_generic(name, os, info.compiled_in)
+    else:
+        info.reason = _no_kldstat(ev)
+    if boot_msg is not None:
+        info.at_boot = True
+    elif dmesg.root_mounted and stock_kernel(os) and in_generic(name, os) is False:
+        info.at_boot = False  # a complete boot of a GENERIC without the driver, and no line of it
+    info.in_generic = in_generic(name, os, info.compiled_in, appliance_possible(ev, os))
     return info
+
+
+def appliance_possible(ev: Evidence, os: OSInfo) -> bool:
+    """The files that name an appliance were not all collected and the kernel is not a stock one."""
+    return (
+        os.variant in ("freebsd", "hardenedbsd") and any(k not in ev.steps for k in PRODUCT_STEPS)
+        and not stock_kernel(os)
+    )
+
+
+def _no_kldstat(ev: Evidence) -> str:
+    what = "pasted" if ev.origin == "paste" else "collected"
+    return f"kldstat -v was not {what}"
 
 
 def _from_boot_message(info: DriverInfo, msg: DriverMessage, os: OSInfo) -> None:
@@ -399,6 +496,10 @@ def _from_boot_message(info: DriverInfo, msg: DriverMessage, os: OSInfo) -> None
     compiled = in_generic(info.name or "", os) if stock_kernel(os) else None
     if compiled is None:
         info.state = "unknown"
+        info.reason = (
+            f"kldstat -v is missing, and dmesg's {info.name}0 line cannot tell compiled in from loaded on a kernel "
+            f"whose config ({os.kernel_ident or 'not shown'}) bsdcrypt does not know"
+        )
         return
     info.compiled_in = compiled
     if compiled:
@@ -468,14 +569,16 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dm
         info.ignored = f"{unread[-1].path}:{unread[-1].line}"
     if assignment is not None:
         info.source = f"{assignment.path}:{assignment.line}"
-    usable = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
+    usable: bool | None = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
+    if usable and cpu.aesni is None and driver.attached is not True or driver.state == "unknown":
+        usable = None  # whether the CPU could use the driver, or the driver is there, is not known
     incomplete = loader_files_complete(ev, os.major)
     product_unknown = any(k not in ev.steps for k in PRODUCT_STEPS) and not stock_kernel(os)
     if driver.compiled_in:
         info.configured = True
         info.needed = False
         info.source = info.source if yes else "kernel"
-    elif variant in GUI_LOADED and driver.state in ("loaded", "not-loaded", "no-device") and not yes:
+    elif variant in GUI_LOADED and not yes:
         # pfSense/OPNsense load the module from their own crypto setting at boot (config.xml), not from
         # a loader.conf line; read it where the probe could, else infer it from the module being loaded.
         setting = appliance_crypto(ev)
@@ -486,9 +589,11 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dm
         elif driver.state == "loaded":
             info.configured = None
             info.source = APPLIANCE_INFERRED
+            info.reason = "the appliance's config.xml was not collected or not readable without root"
         else:
             info.configured = None
-    elif incomplete is None and not product_unknown:
+            info.reason = "the appliance's config.xml was not collected or not readable without root"
+    elif incomplete is None and not product_unknown and (yes or driver.compiled_in is False):
         info.configured = yes
         info.needed = usable if driver.state != "unknown" else None
     elif preloaded(dmesg, driver):
@@ -499,6 +604,13 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dm
     else:
         info.configured = None  # the loader configuration (or the appliance's) was not collected in full
         info.needed = None if usable or driver.state == "unknown" else False
+        what = "pasted" if ev.origin == "paste" else "collected"
+        if incomplete is not None:
+            info.reason = f"not {what}: {incomplete}"
+        elif driver.compiled_in is None and not product_unknown:
+            info.reason = f"whether {driver.name} is compiled into this kernel is not known"
+        else:
+            info.reason = "whether this is an appliance that loads it from its own setting was not " + what
     return info
 
 

@@ -118,6 +118,7 @@ class Evidence:
     """What the probe gathered: step name -> Step. Files are steps named `file:PATH`."""
 
     steps: dict[str, Step] = field(default_factory=dict)
+    origin: str = "probe"  # "paste": read from pasted command outputs (bsdcrypt.paste), not the probe
 
     def step(self, name: str) -> Step | None:
         return self.steps.get(name)

@@ -39,6 +39,8 @@ def table(s: Status) -> str:
     if c.vm:
         cpu += f"  VM: {c.hypervisor or 'yes'}"
     drv = f"{d.name or '-'}: {d.state}"
+    if d.state == "unknown" and d.reason:
+        drv += f"  ({d.reason})"
     if d.algorithms:
         drv += f"  <{','.join(d.algorithms)}>"
     if d.module_file and d.state != "builtin":
@@ -56,6 +58,8 @@ def table(s: Status) -> str:
             persist += f"  (the {product} crypto setting: {(p.source or '').split('(', 1)[-1].rstrip(')')})"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
+    if p.configured is None and p.reason and not d.compiled_in:
+        persist += f"  ({p.reason})"
     rows = [
         ["Host", s.host],
         ["OS", osline],
