@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from bsdcrypt import loaderconf
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.host import Host, RunResult, sh_quote
+from bsdcrypt.interrupts import Interrupted, signals_deferred, signame_of, sigterm_raises
 from bsdcrypt.loaderconf import FileEdit, effective
 from bsdcrypt.plan import Action, Note, Plan, Refuse, RunCommand, WriteFile
 from bsdcrypt.probe import FRAME_FUNCTION, new_token, parse_output
@@ -690,8 +691,11 @@ class ActResult:
     writes: list[WriteResult] = field(default_factory=list)
 
 
-class ActInterrupted(KeyboardInterrupt):
+class ActInterrupted(Interrupted):
     """Ctrl-C/SIGTERM while performing: str() says what was put back and what state files are in."""
+
+    def __init__(self, message: str, signame: str = "SIGINT") -> None:
+        super().__init__(signame, message)
 
 
 def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: None, root: str = "") -> ActResult:
@@ -713,7 +717,6 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
     # Every file is checked before anything is done (kldload included): a permission, ownership or
     # read-only problem with any of them changes nothing.
     check_writable(host, [w.edit for w in plan.writes], root=root)
-    from bsdcrypt.bench.signals import sigterm_raises  # loaded on first use: the bench package is large
 
     progress = _Progress()
     try:
@@ -724,8 +727,9 @@ def perform(host: Host, plan: Plan, echo: Callable[[str], None] = lambda _s: Non
             raise
         account = _account(host, progress.done, progress.current, exc, root)
         if isinstance(exc, KeyboardInterrupt):
-            reason = getattr(exc, "reason", None)
-            raise ActInterrupted(f"interrupted{f' ({reason})' if reason else ''}: {account}") from exc
+            signame = signame_of(exc)
+            said = " (SIGTERM)" if signame == "SIGTERM" else ""
+            raise ActInterrupted(f"interrupted{said}: {account}", signame) from exc
         why = str(exc) if isinstance(exc, BsdcryptError) else f"{type(exc).__name__}: {exc}"
         raise ActError(f"{why}; {account}") from exc
     return out
@@ -780,7 +784,6 @@ def _account(
 ) -> str:
     """Put back what this run wrote (signals deferred meanwhile) and say, in one line, what state
     every file is in: never "unchanged" unless it is."""
-    from bsdcrypt.bench.signals import signals_deferred
 
     with signals_deferred() as got:
         rolled = _roll_back(host, done, root) if done else ""

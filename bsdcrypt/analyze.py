@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bsdcrypt.assess import assess
-from bsdcrypt.errors import BsdcryptError, ProbeError
+from bsdcrypt.errors import BsdcryptError, CutOff, ProbeError, collect_remedy
 from bsdcrypt.probe import MODULE_FILES, Evidence, parse_output
 from bsdcrypt.status import Finding, Status
 
@@ -37,16 +37,6 @@ _FRAME = re.compile(rb"^(@@bsdcrypt-[A-Za-z0-9_.:-]+) begin (\S+)\r?$", re.M)
 _RECORDING = re.compile(rb"^bsdcrypt_recording:", re.M)
 _TREE_KEYS = frozenset({"stdout", "unreachable", "failed", "skipped", "rc"})
 LAST_STEP = "exists:" + MODULE_FILES[-1]  # the probe's final step: without it, the output was cut off
-
-REMEDIES: dict[str, str] = {
-    "unreachable": "The collecting engine could not reach the host: check its connection settings and rerun.",
-    "failed": "The probe failed on the host: run the script there by hand (sh probe.sh) and look at the error.",
-    "unreadable": "Check the path and its permissions.",
-    "garbage": "This is not the probe's output: collect the stdout of `bsdcrypt probe-script` run with /bin/sh.",
-    "cut-off": "The probe's output is incomplete: rerun it (a timeout or output limit of the engine cut it).",
-    "skipped": "The engine skipped the host: check the play's conditions and limits.",
-}
-
 
 @dataclass
 class Collected:
@@ -81,12 +71,8 @@ def parse_probe_output(data: bytes, token: str | None = None) -> Evidence:
         raise ProbeError("no bsdcrypt probe frames found")
     evidence = parse_output(data, token)
     if LAST_STEP not in evidence.steps:
-        raise _CutOff(f"the probe output ends after {len(evidence.steps)} steps, before its last one")
+        raise CutOff(f"the probe output ends after {len(evidence.steps)} steps, before its last one")
     return evidence
-
-
-class _CutOff(ProbeError):
-    pass
 
 
 def host_name(evidence: Evidence, fallback: str) -> str:
@@ -105,10 +91,8 @@ def host_name(evidence: Evidence, fallback: str) -> str:
 def _from_bytes(data: bytes, target: str, origin: str, source: str, token: str | None) -> Collected:
     try:
         return Collected(target, origin, source, parse_probe_output(data, token))
-    except _CutOff as exc:
-        return Collected(target, origin, source, error_kind="cut-off", error=str(exc))
-    except ProbeError as exc:
-        return Collected(target, origin, source, error_kind="garbage", error=str(exc))
+    except ProbeError as exc:  # cut-off or garbage
+        return Collected(target, origin, source, error_kind=exc.kind, error=str(exc))
 
 
 def _ansible_results(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -202,7 +186,7 @@ def to_status(c: Collected) -> Status:
         return assess(c.evidence, name, c.source)
     status = Status(host=c.target, source=c.source)
     kind = c.error_kind or "garbage"
-    remedy = REMEDIES.get(kind, REMEDIES["garbage"])
+    remedy = collect_remedy(kind)
     status.findings.append(Finding(f"collect-{kind}", "unknown", c.error or kind, remedy))
     return status
 

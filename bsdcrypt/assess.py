@@ -20,14 +20,19 @@ from bsdcrypt.parsers.linux import parse_cpuinfo_flags, parse_cpuinfo_model
 from bsdcrypt.parsers.osrelease import parse_os_release, parse_product
 from bsdcrypt.parsers.sysctl import parse_sysctl
 from bsdcrypt.parsers.version import parse_freebsd_version, parse_release, parse_uname_a
+from bsdcrypt.platform import (
+    AES_DRIVERS,
+    APPLIANCES,
+    ARM64,
+    FREEBSD_FAMILY,
+    GUI_LOADED,
+    KERNEL_DRIVERS,
+    X86,
+    primary_driver,
+)
 from bsdcrypt.probe import Evidence
 from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
 
-# Appliances whose GUI setting loads the crypto module at boot (not loader.conf).
-GUI_LOADED = frozenset({"pfsense", "opnsense"})
-X86 = frozenset({"amd64", "i386"})
-ARM64 = frozenset({"aarch64", "arm64"})
-FREEBSD_FAMILY = frozenset({"FreeBSD", "MidnightBSD"})
 # Steps without which the driver, persistence or GELI conclusions cannot be trusted.
 DECISIVE_STEPS = (
     "sysctl",
@@ -278,17 +283,8 @@ def _sysctl_dev(ev: Evidence) -> dict[str, str]:
     return parse_sysctl(_raw(ev, "sysctl_dev"))
 
 
-def primary_driver(arch: str | None) -> str | None:
-    if arch in X86:
-        return "aesni"
-    if arch in ARM64:
-        return "armv8crypto"
-    return None
-
-
-# Appliances that build their own kernel config (pfSense "pfSense", OPNsense "SMP", TrueNAS "TRUENAS",
-# FreeNAS "FreeNAS.amd64"): their stock kernel is that one, not GENERIC or HARDENEDBSD.
-APPLIANCE_KERNELS = frozenset({"pfsense", "opnsense", "truenas", "freenas"})
+# Appliances build their own kernel config (platform.APPLIANCES): their stock kernel is that one, not
+# GENERIC or HARDENEDBSD.
 STOCK_IDENTS = ("GENERIC", "HARDENEDBSD")
 
 
@@ -307,11 +303,11 @@ def in_generic(
     if os.major is None:
         return None
     ident = (os.kernel_ident or "").upper()
-    if (os.variant in APPLIANCE_KERNELS or appliance_possible) and not ident.startswith(STOCK_IDENTS):
+    if (os.variant in APPLIANCES or appliance_possible) and not ident.startswith(STOCK_IDENTS):
         return compiled_in  # the appliance's own config, which bsdcrypt does not know; None if not seen
     if driver == "aesni" and os.base == "hardenedbsd":
         return os.major >= 10
-    if driver in ("aesni", "armv8crypto"):
+    if driver in AES_DRIVERS:
         return os.major >= 13
     return False
 
@@ -323,7 +319,7 @@ def _driver_infos(
     dev = _sysctl_dev(ev)
     primary = primary_driver(os.arch)
     infos: list[DriverInfo] = []
-    for name in ("aesni", "armv8crypto", "ossl", "padlock"):
+    for name in KERNEL_DRIVERS:
         info = _driver_info(name, ev, kld, dev, dmesg, os)
         if info.attached is None and info.state in ("builtin", "loaded") and _cannot_attach(name, cpu):
             # aesni_probe needs AESNI or SHA, armv8_crypto_probe needs AES: this CPU has neither

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import math
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Annotated, Any, NoReturn
 
 import typer
 
 from bsdcrypt import __version__
 from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.interrupts import Interrupted, sigterm_raises
 
 app = typer.Typer(
     name="bsdcrypt",
@@ -284,30 +281,17 @@ def status(
 
 MONITORING_FORMATS = ("nagios", "prometheus")
 
-# Remedies where fleet-audit's do not fit a single `status` run (it has no --accept-new).
-_STATUS_REMEDIES = {
-    "hostkey-unknown": (
-        "Verify the key's fingerprint with the host's admin, then add it to known_hosts "
-        "(`ssh HOST` once, or `bsdcrypt fleet-audit --accept-new`)."
-    ),
-    "error": "Run `bsdcrypt status` by hand to see the error.",
-}
-
-
 def host_failure(exc: BsdcryptError) -> tuple[str, str]:
     """(finding id, remedy) of a host `status` could not assess: `host-<kind>` with the kinds and
     remedies of fleet-audit's `fleet-<kind>` (refused, timeout, no-ssh, auth, hostkey-*, garbage...),
     `host-error` when the error names no kind (e.g. a recording that cannot be read)."""
-    from bsdcrypt.errors import HostError, ProbeError
+    from bsdcrypt.errors import HostError, ProbeError, kind_of, status_remedy
 
-    kind = "garbage" if isinstance(exc, ProbeError) else getattr(exc, "kind", None)
-    if isinstance(exc, (HostError, ProbeError)) and isinstance(kind, str):
-        from bsdcrypt.fleet import REMEDIES
-
-        remedy = _STATUS_REMEDIES.get(kind) or REMEDIES.get(kind)
-        if remedy:
-            return f"host-{kind}", remedy
-    return "host-error", _STATUS_REMEDIES["error"]
+    kind = "garbage" if isinstance(exc, ProbeError) else kind_of(exc)
+    remedy = status_remedy(kind) if isinstance(exc, (HostError, ProbeError)) else None
+    if remedy:
+        return f"host-{kind}", remedy
+    return "host-error", status_remedy("error") or ""
 
 
 def write_report(text: str, output: str | None) -> None:
@@ -454,31 +438,8 @@ def _run_app() -> object:
     return command(prog_name="bsdcrypt", standalone_mode=False)
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM while a command runs: raised like Ctrl-C's KeyboardInterrupt, so the same close paths run
-    (an SSH host's close kills its ProxyCommand's process group, which no terminal signal reaches)."""
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[list[int]]:
-    """While a command runs, SIGTERM raises _Terminated (and is noted in the list yielded: typer turns a
-    KeyboardInterrupt into a quiet exit 130); the previous handler comes back after. Commands with their
-    own SIGTERM handling (fleet-audit, bench, enable's act) install theirs inside this one and restore
-    it when they are done."""
-    got: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield got
-        return
-
-    def on_sigterm(signum: int, frame: object) -> None:
-        got.append(signum)
-        raise _Terminated("SIGTERM")
-
-    old = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield got
-    finally:
-        signal.signal(signal.SIGTERM, old)
+def _is_sigterm(exc: BaseException | None) -> bool:
+    return isinstance(exc, Interrupted) and exc.signame == "SIGTERM"
 
 
 def main() -> None:
@@ -487,7 +448,10 @@ def main() -> None:
     _completion_script_request(sys.argv)
     code = 0
     try:
-        with _sigterm_interrupts() as terminated:
+        # SIGTERM raises Interrupted("SIGTERM") like Ctrl-C, so the same close paths run (an SSH host's
+        # close kills its ProxyCommand's process group, which no terminal signal reaches); it is noted
+        # in `terminated` too, as typer turns a KeyboardInterrupt into a quiet exit 130.
+        with sigterm_raises() as terminated:
             result = _run_app()
         code = result if isinstance(result, int) else 0
         if terminated and code == 130:  # our SIGTERM, as typer reports an interrupt
@@ -496,12 +460,13 @@ def main() -> None:
     except BsdcryptError as exc:
         typer.echo(f"bsdcrypt: {exc}", err=True)
         code = 3
-    except _Terminated:
-        typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
-        code = 143  # 128 + SIGTERM, as a shell reports a command killed by it
-    except KeyboardInterrupt:
-        typer.echo("bsdcrypt: interrupted", err=True)
-        code = 130
+    except KeyboardInterrupt as exc:
+        if _is_sigterm(exc):
+            typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
+            code = 143  # 128 + SIGTERM, as a shell reports a command killed by it
+        else:
+            typer.echo("bsdcrypt: interrupted", err=True)
+            code = 130
     except Exception as exc:
         if _is_click(exc, "NoArgsIsHelpError"):
             pass  # `bsdcrypt` alone: the help was printed
@@ -514,7 +479,7 @@ def main() -> None:
                 typer.echo(f"BSDCRYPT UNKNOWN: {' '.join(message.replace('|', '/').split())}")
             code = 3
         elif _is_click(exc, "Abort"):  # click turns KeyboardInterrupt (ours for SIGTERM too) into Abort
-            if isinstance(exc.__cause__, _Terminated):
+            if _is_sigterm(exc.__cause__):
                 typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
                 code = 143
             else:

@@ -28,20 +28,20 @@ import os
 import queue
 import re
 import resource
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from bsdcrypt import verbose
-from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
+from bsdcrypt.errors import REMEDIES as REMEDIES  # re-exported from its old home, for now
+from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, fleet_remedy, kind_of
 from bsdcrypt.host import Host, RunResult
 from bsdcrypt.hostsfile import Duplicate, HostEntry
+from bsdcrypt.interrupts import Interrupted, signals_ignored, signame_of
 from bsdcrypt.probe import PROBE_MAGIC
 from bsdcrypt.status import EXIT_CODES, Finding, Status, error_status, worst_verdict
 
@@ -52,36 +52,7 @@ FDS_PER_HOST = 4  # socket, agent socket, and a ProxyCommand's pipes
 FD_RESERVE = 64
 VERDICT_ORDER = {"critical": 0, "warning": 1, "unknown": 2, "ok": 3}  # table: needing action first
 
-REMEDIES: dict[str, str] = {
-    "resolve": "Check the name: `ssh -G HOST | grep -i hostname`, DNS, or the hosts file entry.",
-    "refused": "Is sshd running and listening on that port? (`service sshd status`, `sockstat -4l`)",
-    "unreachable": "Check routing and firewalls between here and the host.",
-    "timeout": "The host did not answer in time: is it up, filtered, or just slow? Raise --timeout if slow.",
-    "no-ssh": (
-        "Something other than sshd listens on that port (or sshd hangs): check the port in the hosts file."
-    ),
-    "closed": "sshd closed the connection: check its log (MaxStartups, tcp wrappers, AllowUsers).",
-    "protocol": "The SSH negotiation failed: compare algorithms with `ssh -vv HOST`.",
-    "hostkey-unknown": "Verify the key's fingerprint with the host's admin, then rerun with --accept-new.",
-    "hostkey-changed": (
-        "Find out why the key changed before anything else; if expected: `ssh-keygen -R HOST`."
-    ),
-    "hostkey-revoked": "The key is revoked in known_hosts: do not trust this host until its key is replaced.",
-    "auth": (
-        "Install your public key for that user (~/.ssh/authorized_keys) or load the right key into ssh-agent."
-    ),
-    "no-keys": "Load a key into ssh-agent or set IdentityFile in ~/.ssh/config (passwords are never used).",
-    "proxy": "Check ProxyJump/ProxyCommand for this host: `ssh -G HOST`.",
-    "config": "Fix the ssh client configuration or the hosts file entry.",
-    "cut-off": (
-        "The probe did not finish: look for a login script or resource limit killing /bin/sh on the host."
-    ),
-    "garbage": (
-        "The host's reply is not the probe's output: a login script printing to stdout, or not a shell."
-    ),
-    "recording": "Check the replay: path (relative paths are taken from the hosts file's folder).",
-    "error": "Rerun `bsdcrypt status --host HOST` for this host alone to see the full error.",
-}
+
 
 
 @dataclass
@@ -117,7 +88,7 @@ class HostResult:
 
 def failed_status(entry: HostEntry, kind: str, reason: str) -> Status:
     return error_status(
-        entry.host or entry.spec, entry.ssh_spec, f"fleet-{kind}", reason, REMEDIES.get(kind, REMEDIES["error"])
+        entry.host or entry.spec, entry.ssh_spec, f"fleet-{kind}", reason, fleet_remedy(kind)
     )
 
 
@@ -135,15 +106,11 @@ class _ProbeGuard:
         if PROBE_MAGIC in command and result.rc != 0:
             how = "without an exit status" if result.rc < 0 else f"with status {result.rc}"
             size = len(result.stdout)
-            raise _CutOff(f"the probe was cut off: the remote shell ended {how} after {size} bytes")
+            raise CutOff(f"the probe was cut off: the remote shell ended {how} after {size} bytes")
         return result
 
     def close(self) -> None:
         self.host.close()
-
-
-class _CutOff(ProbeError):
-    pass
 
 
 class _Duplicate(Exception):
@@ -155,22 +122,16 @@ class _Duplicate(Exception):
         self.first = first
 
 
-class FleetInterrupted(KeyboardInterrupt):
+class FleetInterrupted(Interrupted):
     """Ctrl-C or SIGTERM during a fleet run; raised by run_fleet once the hosts in flight were aborted
     and their ProxyCommands killed, with what the run had got to."""
 
     def __init__(self, signame: str = "SIGINT") -> None:
         super().__init__(signame)
-        self.signame = signame
         self.counted = False  # set by run_fleet: the interrupt came while hosts were being audited
         self.done = 0
         self.in_flight = 0
         self.not_started = 0
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number, as a shell reports a command killed by it: 130 (SIGINT), 143 (SIGTERM)."""
-        return 128 + int(signal.Signals[self.signame])
 
     def describe(self) -> str:
         if not self.counted:
@@ -296,12 +257,8 @@ class Auditor:
             return HostResult(entry, status, time.monotonic() - start)
         except _Duplicate:
             raise
-        except _CutOff as exc:
-            kind, reason = "cut-off", str(exc)
-        except ProbeError as exc:
-            kind, reason = "garbage", str(exc)
-        except HostError as exc:
-            kind, reason = getattr(exc, "kind", "error"), str(exc)
+        except (HostError, ProbeError) as exc:  # cut-off, garbage, or the SSH failure's kind
+            kind, reason = kind_of(exc), str(exc)
         except BsdcryptError as exc:
             kind = "recording" if entry.replay is not None else "config"
             reason = str(exc)
@@ -430,21 +387,6 @@ class FleetRun:
     @property
     def failed(self) -> int:
         return sum(1 for r in self.results if r.error is not None)
-
-
-@contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """While an interrupted run cleans up (GRACE seconds at most), a second Ctrl-C or SIGTERM must not cut
-    the cleanup short: they are ignored meanwhile."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 def _duplicate_notes(entries: Sequence[HostEntry], dup_of: dict[int, int]) -> list[str]:
@@ -596,12 +538,12 @@ def run_fleet(
             if progress:
                 progress.tick()
     except BaseException as exc:
-        with _signals_ignored():
+        with signals_ignored():  # a second Ctrl-C/SIGTERM must not cut this bounded cleanup short
             in_flight = _stop(stopping, lock, running, threads)
             if progress:
                 progress.finish()
         if isinstance(exc, KeyboardInterrupt):
-            interrupted = exc if isinstance(exc, FleetInterrupted) else FleetInterrupted("SIGINT")
+            interrupted = exc if isinstance(exc, FleetInterrupted) else FleetInterrupted(signame_of(exc))
             interrupted.counted, interrupted.done, interrupted.in_flight = True, done, in_flight
             interrupted.not_started = max(0, total - done - in_flight)
             if interrupted is exc:

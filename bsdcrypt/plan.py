@@ -13,9 +13,8 @@ from bsdcrypt import loaderconf
 from bsdcrypt.advice import PASSTHROUGH, VARIANT_NAMES
 from bsdcrypt.loaderconf import FileEdit
 from bsdcrypt.parsers.version import parse_release
+from bsdcrypt.platform import AES_DRIVERS, APPLIANCES, ARM64, FREEBSD_FAMILY
 from bsdcrypt.status import DriverState, Status
-
-APPLIANCES = ("pfsense", "opnsense", "truenas", "freenas")
 
 
 def _name(variant: str) -> str:
@@ -193,9 +192,9 @@ def _persist_actions(files: Sequence[tuple[str, bytes]], driver: str, root: str)
 
 def loader_driver(p: PlanInput) -> str:
     """The FreeBSD driver whose `<driver>_load` line to manage (also when the probe ran elsewhere, --root)."""
-    if p.driver in ("aesni", "armv8crypto"):
+    if p.driver in AES_DRIVERS:
         return p.driver
-    return "armv8crypto" if p.arch in ("aarch64", "arm64") else "aesni"
+    return "armv8crypto" if p.arch in ARM64 else "aesni"
 
 
 def plan_enable(
@@ -251,7 +250,7 @@ def plan_enable(
         act.extend(_persist_actions(files, drv, root))
         return plan
 
-    if p.os_name not in ("FreeBSD", "MidnightBSD") and p.variant not in APPLIANCES + ("hardenedbsd",):
+    if p.os_name not in FREEBSD_FAMILY and p.variant not in APPLIANCES + ("hardenedbsd",):
         act.append(
             Refuse(
                 f"this is not a FreeBSD-family host ({p.os_name or 'unknown system'})",

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bsdcrypt.platform import FREEBSD_FAMILY  # GELI exists there only
 from bsdcrypt.status import EXIT_CODES, Status
 
 PREFIX = "bsdcrypt_"
-FREEBSD_FAMILY = frozenset({"FreeBSD", "MidnightBSD"})  # GELI exists there only
 VERDICTS: tuple[str, ...] = tuple(EXIT_CODES)  # ok, warning, critical, unknown
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical", "unknown")
 

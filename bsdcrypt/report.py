@@ -93,7 +93,7 @@ def nagios(s: Status) -> str:
     because the value is undetermined (no kldstat, an appliance's own setting, a Linux host, an
     unreachable host), the perfdata value is `U`.
     """
-    from bsdcrypt.prometheus import FREEBSD_FAMILY
+    from bsdcrypt.platform import FREEBSD_FAMILY  # GELI exists there only
 
     label = {"ok": "OK", "warning": "WARNING", "critical": "CRITICAL", "unknown": "UNKNOWN"}[s.verdict]
     top = max(s.findings, key=lambda f: SEVERITY_RANK[f.severity], default=None)

@@ -226,8 +226,7 @@ def test_an_unreachable_host_gets_the_fleet_kind_as_host_finding(tmp_path: Path)
 
 def test_host_failure_ids_and_remedies() -> None:
     from bsdcrypt.cli import host_failure
-    from bsdcrypt.errors import BsdcryptError, HostError, ProbeError
-    from bsdcrypt.fleet import REMEDIES
+    from bsdcrypt.errors import REMEDIES, BsdcryptError, HostError, ProbeError
     from bsdcrypt.ssh.errors import SSHError
 
     assert host_failure(SSHError("timeout", "x")) == ("host-timeout", REMEDIES["timeout"])

@@ -70,3 +70,22 @@ def test_the_docs_scan_finds_names_and_skips_paths() -> None:
     text = "`replay:freebsd-12.2-kvm-not-loaded` replay:FILE replay:host.yaml replay:recordings/x.yaml replay:NAME."
     assert _named_recordings(text) == {"freebsd-12.2-kvm-not-loaded"}
     assert "freebsd-12.2-bhyve-not-loaded-overridden" in _named_recordings((ROOT / "README.md").read_text())
+
+
+# A fixture names where its output came from as a public source or as `shared/real-outputs/...`, never as
+# a path of the machine it was built on (which no reader has).
+_MACHINE_PATH = re.compile(r"(?<![\w.-])/work/\S+|(?<![\w.-])/\S*/shared/real-outputs/")
+
+
+def test_fixture_sources_name_no_path_of_the_machine_they_were_built_on() -> None:
+    files = [p for p in (ROOT / "fixtures").rglob("*") if p.is_file()]
+    assert len(files) > 100
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {m.group(0)}"
+        for p in files
+        for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if "source" in line.lower() or line.startswith("#")
+        for m in [_MACHINE_PATH.search(line)]
+        if m
+    ]
+    assert not found, found

@@ -8,7 +8,7 @@ evidence does not give, and the verdict is the full one or `unknown`.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,12 @@ HOSTS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "hosts").g
 UNKNOWN = (None, "unknown")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _evidence(path: Path) -> Evidence:
     return ReplayHost.from_file(path).evidence  # parsed once per recording (YAML is the slow part)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _full(path: Path) -> Status:
     return assess(_evidence(path), "h", "replay:x")
 

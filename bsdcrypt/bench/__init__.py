@@ -67,7 +67,7 @@ from bsdcrypt.bench.model import (
 from bsdcrypt.bench.openssl import IA32CAP_MASK, USERLAND_CIPHERS, userland, userland_advice
 from bsdcrypt.bench.run import cleanup_leftovers, measure
 from bsdcrypt.bench.session import RETRY_DELAY_S, BenchSession, Leftover
-from bsdcrypt.bench.signals import signals_deferred, sigterm_raises
+from bsdcrypt.interrupts import signals_deferred, sigterm_raises
 
 __all__ = [
     "LABEL",

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.interrupts import Interrupted
 
 LABEL = "bsdcrypt-bench"
 STATE_FILE = "/var/run/bsdcrypt-bench.units"
@@ -47,7 +48,7 @@ class BenchError(BsdcryptError):
         return text
 
 
-class BenchInterrupted(KeyboardInterrupt):
+class BenchInterrupted(Interrupted):
     """Ctrl-C or SIGTERM during a bench; raised after cleanup, naming the step it hit.
 
     `error` is set when the interrupt arrived while cleaning up after a failed step: the
@@ -61,11 +62,11 @@ class BenchInterrupted(KeyboardInterrupt):
         cleanup: CleanupReport | None = None,
         error: str | None = None,
     ) -> None:
+        super().__init__("SIGTERM" if reason == "SIGTERM" else "SIGINT", reason)
         self.reason = reason
         self.step = step
         self.cleanup = cleanup
         self.error = error
-        super().__init__(reason)
 
     def __str__(self) -> str:
         text = f"bench interrupted ({self.reason})"

@@ -20,8 +20,8 @@ from bsdcrypt.bench.model import (
     Sample,
 )
 from bsdcrypt.bench.session import BenchSession
-from bsdcrypt.bench.signals import sigterm_raises
 from bsdcrypt.host import Host
+from bsdcrypt.interrupts import reason_of, sigterm_raises
 from bsdcrypt.parsers.sysctl import parse_boottime, parse_sysctl
 
 
@@ -40,7 +40,7 @@ def _guarded(session: BenchSession, body: Callable[[], Any]) -> tuple[Any, Clean
                 raise BenchInterrupted(session.interrupted, exc.step, exc.cleanup, exc.detail) from exc
             raise
         except KeyboardInterrupt as exc:
-            reason = exc.reason if isinstance(exc, BenchInterrupted) else "Ctrl-C"
+            reason = reason_of(exc)
             raise BenchInterrupted(reason, session.step, session.cleanup()) from exc
         except BaseException as exc:
             failed_step = session.step or "bench"

@@ -34,15 +34,14 @@ from bsdcrypt.bench.model import (
     ST_SYSCTL,
     STATE_FILE,
     BenchError,
-    BenchInterrupted,
     BenchParams,
     CleanupReport,
     fio_args,
 )
-from bsdcrypt.bench.signals import signals_deferred
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.facts import GeliProvider
 from bsdcrypt.host import Host, RunResult
+from bsdcrypt.interrupts import reason_of, signals_deferred
 from bsdcrypt.parsers import fio as fio_parser
 from bsdcrypt.parsers.geli import parse_geli_list
 from bsdcrypt.parsers.mdconfig import MD_NAME, MdEntry, parse_mdconfig_list
@@ -707,7 +706,7 @@ class BenchSession:
     def _note(self, exc: BaseException) -> None:
         """An interrupt that cleanup swallowed to finish its work; re-raised afterwards."""
         if isinstance(exc, KeyboardInterrupt) and self.interrupted is None:
-            self.interrupted = exc.reason if isinstance(exc, BenchInterrupted) else "Ctrl-C"
+            self.interrupted = reason_of(exc)
 
     def _adopt_unrecorded(self) -> None:
         """Devices a step created before it could report them (interrupted mid-command)."""

@@ -155,8 +155,8 @@ def _execute(
             from dataclasses import replace
 
             from bsdcrypt.act import read_root_system
-            from bsdcrypt.assess import primary_driver
             from bsdcrypt.parsers.version import parse_release
+            from bsdcrypt.platform import primary_driver
 
             system = read_root_system(host, root)
             inp = replace(inp, root_release=system.release, root_variant=system.variant)

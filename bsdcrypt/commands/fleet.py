@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 from typing import Annotated
 
 import typer
@@ -52,17 +50,15 @@ def fleet_audit(
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.fleet import FleetInterrupted
     from bsdcrypt.hostsfile import HostsFileError
+    from bsdcrypt.interrupts import Interrupted, sigterm_raises
 
-    def on_sigterm(signum: int, frame: object) -> None:
-        raise FleetInterrupted("SIGTERM")  # like Ctrl-C: hosts aborted, ProxyCommands killed, exit 143
-
-    main = threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
-    old_sigterm = signal.signal(signal.SIGTERM, on_sigterm) if main else None
     try:
-        code = _fleet_audit(hosts_file, parallel, timeout, ssh_config, accept_new, fmt, output, quiet)
-    except FleetInterrupted as exc:  # Ctrl-C or SIGTERM: no report; what the run had got to
-        typer.echo(f"bsdcrypt: fleet-audit {exc.describe()}; no report written", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        with sigterm_raises():  # like Ctrl-C: hosts aborted, ProxyCommands killed, exit 143
+            code = _fleet_audit(hosts_file, parallel, timeout, ssh_config, accept_new, fmt, output, quiet)
+    except Interrupted as exc:  # Ctrl-C or SIGTERM: no report; what the run had got to
+        interrupted = exc if isinstance(exc, FleetInterrupted) else FleetInterrupted(exc.signame)
+        typer.echo(f"bsdcrypt: fleet-audit {interrupted.describe()}; no report written", err=True)
+        raise typer.Exit(interrupted.exit_code) from None
     except HostsFileError as exc:  # bad lines: one line each, FILE:LINE: problem
         for line in exc.lines:
             typer.echo(line, err=True)
@@ -70,9 +66,6 @@ def fleet_audit(
     except BsdcryptError as exc:  # a bad ssh config, an unwritable -o: one line, exit 3
         typer.echo(f"bsdcrypt: {exc}", err=True)
         raise typer.Exit(3) from None
-    finally:
-        if main:
-            signal.signal(signal.SIGTERM, old_sigterm)
     raise typer.Exit(code)
 
 

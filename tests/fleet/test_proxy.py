@@ -150,19 +150,26 @@ def test_the_proxy_command_runs_under_shell_like_ssh(tmp_path: Path, monkeypatch
 @pytest.mark.parametrize("leader", ["exits", "hangs-up"])
 def test_what_a_proxy_command_left_behind_is_killed(tmp_path: Path, leader: str) -> None:
     """The command exits (leaving a child in its process group that keeps the pipes open), or exits after
-    its child closed them: either way closing the host kills the child too."""
+    its child closed them: either way closing the host kills the child too.
+
+    The command itself writes its child's pid ($!, known as soon as it forked) before it exits, so the
+    pid is on file before the host can see the command end and close: the test does not depend on the
+    child getting to run before the close (under load it often did not, and there was no pid to check).
+    """
     pidfile = tmp_path / "child.pid"
     redirect = "" if leader == "exits" else " >&- 2>&-"
-    command = f"""sh -c 'sh -c "echo \\$\\$ > {pidfile}; exec sleep 60"{redirect} & exit 0'"""
+    command = f"""sh -c 'sh -c "exec sleep 60"{redirect} & echo $! > {pidfile}.new && mv {pidfile}.new {pidfile}; exit 0'"""
     cfg = _config(tmp_path, f"Host gw-*\n    HostName 127.0.0.1\n    ProxyCommand {command}\n")
-    run = run_fleet(parse_hosts("root@gw-1\n", "h").entries, FleetOptions(timeout=1.5, ssh_config=str(cfg)))
+    # "exits" ends at the deadline (the child holds the output open): 4s is only a safety net for the
+    # command to fork and write one file on a loaded machine; "hangs-up" ends when the command does.
+    run = run_fleet(parse_hosts("root@gw-1\n", "h").entries, FleetOptions(timeout=4, ssh_config=str(cfg)))
     r = run.results[0]
     # a timeout (the child holds the output open) or a proxy row (the input has no reader left: sh gives a
     # background job /dev/null as its stdin), depending on who is first; the point is what is left after
     assert r.error_kind in ("timeout", "proxy"), r.error
-    assert wait_until(pidfile.exists, 5)
+    assert pidfile.exists(), "the ProxyCommand did not get to fork its child"
     child = int(pidfile.read_text())
-    assert wait_until(lambda: not alive(child), 5), f"the ProxyCommand's child {child} survived"
+    assert wait_until(lambda: not alive(child), 30), f"the ProxyCommand's child {child} survived"
 
 
 def test_relay_left_by_a_proxy_command_is_killed_after_a_normal_run(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
