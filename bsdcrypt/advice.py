@@ -243,8 +243,8 @@ def findings(s: Status) -> list[Finding]:
         )
     p = s.persist
     if (
-        p.configured is None and p.needed is not False and p.reason and not s.source.startswith("paste:")
-        and s.os.variant not in APPLIANCE_SETTING and d.state not in ("unknown", "missing")
+        p.configured is None and p.needed is not False and p.reason and s.os.variant not in APPLIANCE_SETTING
+        and d.state not in ("unknown", "missing")
     ):
         out.append(
             Finding(

@@ -84,7 +84,9 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     if uname_s == "Linux":
         _assess_linux(ev, status)
         return status
-    if uname_s not in FREEBSD_FAMILY:
+    # a paste of kldstat or geli list alone names no system: FreeBSD-family tools, the OS stays unknown
+    unnamed_paste = ev.origin == "paste" and not uname_s
+    if uname_s not in FREEBSD_FAMILY and not unnamed_paste:
         # OpenBSD, NetBSD, DragonFly and macOS have kern.osrelease too: only uname -s tells.
         status.os.name = uname_s or None
         what = f"{uname_s}" if uname_s else "no operating system bsdcrypt recognises"
@@ -140,6 +142,7 @@ PASTE_PARTS = (
 def _paste_finding(ev: Evidence) -> Finding:
     seen = [label for step, label in (
         ("file:/var/run/dmesg.boot", "dmesg"), ("dmesg_filtered", "filtered dmesg"), ("kldstat_v", "kldstat"),
+        ("kldstat_filtered", "filtered kldstat"),
         ("uname_a", "uname -a"), ("geli_list", "geli list"), ("sysctl", "sysctl"), ("kenv_smbios", "kenv"),
     ) if step in ev.steps] + sorted(k[5:] for k in ev.steps if k.startswith("file:/boot/"))
     lacking = [f"{label} ({what})" for step, label, what in PASTE_PARTS if step not in ev.steps]
@@ -147,7 +150,7 @@ def _paste_finding(ev: Evidence) -> Finding:
     message += f"; not pasted: {'; '.join(lacking)}: those fields stay unknown." if lacking else "."
     return Finding(
         "paste-partial",
-        "unknown",
+        "info",  # what stays unknown carries its own unknown finding (driver-unknown, persist-unknown)
         message,
         "For a full report run `bsdcrypt status` on the host, or `sh probe.sh` from `bsdcrypt probe-script` "
         "and `bsdcrypt analyze` its output.",
@@ -318,6 +321,9 @@ def _driver_infos(
     kld = parse_kldstat(_raw(ev, "kldstat_v")) if ev.step("kldstat_v") is not None else []
     dev = _sysctl_dev(ev)
     primary = primary_driver(os.arch)
+    if primary is None and os.arch is None:
+        # architecture not shown (a kldstat paste): aesni.ko exists only on x86, armv8crypto on arm64
+        primary = next((d for d in AES_DRIVERS if _registered(ev, d, kld) or _last_message(dmesg, d)), None)
     infos: list[DriverInfo] = []
     for name in KERNEL_DRIVERS:
         info = _driver_info(name, ev, kld, dev, dmesg, os)
@@ -331,7 +337,8 @@ def _driver_infos(
         elif info.attached:  # other drivers only when they do something (padlock on Intel never attaches)
             infos.append(info)
     if primary is None:
-        infos.insert(0, DriverInfo(name=None, state="missing"))
+        # an architecture without an AES driver, or one that was not shown
+        infos.insert(0, DriverInfo(name=None, state="missing" if os.arch else "unknown"))
     return infos
 
 
@@ -370,6 +377,11 @@ def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
     st = ev.step(f"kldstat_m:{name}")
     if st is not None and st.rc in (0, 1):
         return st.rc == 0
+    if not kld and ev.step("kldstat_filtered") is not None:
+        # `kldstat | grep ...` pasted: a line it shows is real, a line it lacks means nothing
+        shown = parse_kldstat(_raw(ev, "kldstat_filtered"))
+        seen = file_containing(shown, f"nexus/{name}") is not None or any(f.name == f"{name}.ko" for f in shown)
+        return True if seen else None
     if kld and any(f.modules for f in kld):
         return file_containing(kld, f"nexus/{name}") is not None
     if kld and any(f.name == f"{name}.ko" for f in kld):
@@ -404,9 +416,11 @@ def _driver_info(
     ko = f"/boot/kernel/{name}.ko"
     info = DriverInfo(name=name)
     registered = _registered(ev, name, kld)
-    holder = file_containing(kld, f"nexus/{name}") if kld else None
+    # a filtered kldstat paste shows the file holding the module, when it shows it at all
+    shown = kld or (parse_kldstat(_raw(ev, "kldstat_filtered")) if ev.step("kldstat_filtered") else [])
+    holder = file_containing(shown, f"nexus/{name}") if shown else None
     if holder is None and registered:
-        holder = next((f for f in kld if f.name == f"{name}.ko"), None)
+        holder = next((f for f in shown if f.name == f"{name}.ko"), None)
     desc = dev.get(f"dev.{name}.0.%desc")
     boot_msg = _last_message(dmesg, name)
     if desc is not None:
@@ -551,7 +565,8 @@ def loader_files_complete(ev: Evidence, major: int | None) -> str | None:
 
 def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dmesg: DmesgBoot) -> PersistInfo:
     if driver.name is None:
-        return PersistInfo(configured=False, needed=False)
+        # no AES driver for this architecture: nothing to persist; architecture unknown: unknown
+        return PersistInfo(configured=False, needed=False) if os.arch else PersistInfo()
     variant = os.variant
     name = f"{driver.name}_load"
     files = files_from_evidence(ev)
@@ -599,7 +614,7 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dm
         info.source = info.source if yes else "loader (preloaded at boot: dmesg.boot)"
     else:
         info.configured = None  # the loader configuration (or the appliance's) was not collected in full
-        info.needed = None if usable or driver.state == "unknown" else False
+        info.needed = False if usable is False and driver.state != "unknown" else None
         what = "pasted" if ev.origin == "paste" else "collected"
         if incomplete is not None:
             info.reason = f"not {what}: {incomplete}"

@@ -64,6 +64,7 @@ class Paste:
     dmesg: list[str] = field(default_factory=list)
     dmesg_filtered: list[str] = field(default_factory=list)
     kldstat: list[str] = field(default_factory=list)
+    kldstat_filtered: list[str] = field(default_factory=list)
     uname: list[str] = field(default_factory=list)
     geli: list[str] = field(default_factory=list)
     sysctl: list[str] = field(default_factory=list)
@@ -72,6 +73,7 @@ class Paste:
 
     def kinds(self) -> list[str]:
         named = [("dmesg", self.dmesg), ("dmesg (filtered)", self.dmesg_filtered), ("kldstat", self.kldstat),
+                 ("kldstat (filtered)", self.kldstat_filtered),
                  ("uname -a", self.uname), ("geli list", self.geli), ("sysctl", self.sysctl), ("kenv", self.kenv)]
         return [n for n, lines in named if lines] + sorted(self.files)
 
@@ -85,10 +87,12 @@ def _command_kind(cmd: str) -> tuple[str, str | None] | None:
     filtered = "|" in args or prog in ("grep", "egrep", "head", "tail")
     if "dmesg" in prog or "dmesg" in args:
         return ("dmesg_filtered" if filtered else "dmesg"), None
+    if prog == "kldstat":
+        if not set(args.split("|", 1)[0].split()) <= {"-v", "-d", "-h", "-vd", "-dv"}:
+            return None  # kldstat -m NAME / -n FILE: one module's answer, not the list
+        return ("kldstat_filtered" if filtered else "kldstat"), None
     if filtered:
         return None
-    if prog == "kldstat":
-        return "kldstat", None
     if prog == "uname":
         return "uname", None
     if prog == "geli" and args.split()[:1] == ["list"]:
@@ -191,7 +195,7 @@ def split(text: str) -> Paste:
             paste.dmesg_filtered.append(line)
         elif kind == "file" and path is not None:
             paste.files.setdefault(path, []).append(line)
-        elif kind in ("kldstat", "uname", "geli", "sysctl", "kenv"):
+        elif kind in ("kldstat", "kldstat_filtered", "uname", "geli", "sysctl", "kenv"):
             getattr(paste, kind).append(line)
     _split_unprompted(unprompted, paste)
     return paste
@@ -216,6 +220,8 @@ def evidence_from_paste(text: str) -> Evidence | None:
         steps[DMESG_FILTERED] = Step(0, _text(p.dmesg_filtered))
     if p.kldstat:
         steps["kldstat_v"] = Step(0, _text(p.kldstat))
+    elif p.kldstat_filtered:
+        steps["kldstat_filtered"] = Step(0, _text(p.kldstat_filtered))
     unames = [u for u in p.uname if _is_uname(u.strip())]
     if unames:
         steps["uname_a"] = Step(0, _text(unames[-1:]))

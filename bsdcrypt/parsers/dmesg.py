@@ -232,20 +232,19 @@ def parse_dmesg(text: str) -> DmesgBoot:
             vm_hint = _vm_hint(line)
             if vm_hint is not None:
                 vm_hint_text = line
+        if root_at is None and _ROOT_MOUNT in line:
+            root_at = i  # also glued onto another message: "Release APs...Trying to mount root from"
+            continue
         if line[0] not in _FIRST_CHARS:
             continue
         if features_at is not None and not cpu_block_ended and line.startswith(("real memory", "avail memory")):
             cpu_block_ended = True
             continue
-        if line.startswith(_ROOT_MOUNT):
-            if root_at is None:
-                root_at = i
-            continue
         if line.startswith(_GELI):
             geli_current = _geli_line(line, geli, geli_current)
             continue
-        if line.startswith("Features=0x") and features_at is None:
-            features_at = i
+        if line.startswith("Features=0x") and features_at is None and model is not None:
+            features_at = i  # the CPU's (a Hyper-V guest prints the hypervisor's Features= line first)
             continue
         if line.startswith("HardenedBSD: initialize and check features") or (
             "HardenedBSD" in line and line.startswith("Copyright") and _COPYRIGHT.match(line)
