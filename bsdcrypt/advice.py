@@ -44,6 +44,10 @@ PASSTHROUGH: dict[str, str] = {
     "hv": "Hyper-V: do not enable processor compatibility mode for the VM",
     "vmware": "VMware: remove any CPUID mask on the VM and check the EVC mode of the cluster",
     "xen": "Xen: remove cpuid= masks from the guest config (or use a newer CPU feature level)",
+    "vbox": "VirtualBox: give the VM the host's CPU profile (VBoxManage modifyvm VM --cpu-profile host) and remove "
+    "any --cpuid-remove/--cpuidset masks",
+    "qemu": "QEMU: run with KVM and -cpu host (or a CPU model with +aes); libvirt: <cpu mode='host-passthrough'/>",
+    "parallels": "Parallels: set the VM's CPU type to the host's (no CPU masking)",
 }
 
 

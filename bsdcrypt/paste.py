@@ -120,6 +120,7 @@ def _split_unprompted(lines: list[str], paste: Paste) -> None:
     """Assign lines of a part without a prompt to kinds by their shape."""
     i = 0
     assigns: list[str] = []
+    pending: list[str] = []
 
     def flush_assigns() -> None:
         if not assigns:
@@ -154,6 +155,15 @@ def _split_unprompted(lines: list[str], paste: Paste) -> None:
             paste.geli.extend(lines[i:j] + [""])
             i = j
             continue
+        if _COMMENT.match(line) and not assigns:
+            pending.append(line)  # a comment heading a loader.conf belongs to it (line numbers)
+            i += 1
+            continue
+        if _ASSIGN.match(line):
+            assigns.extend(pending)
+        else:
+            paste.dmesg.extend(pending)
+        pending.clear()
         if _is_uname(line.strip()):
             flush_assigns()
             paste.uname.append(line.strip())
@@ -166,6 +176,7 @@ def _split_unprompted(lines: list[str], paste: Paste) -> None:
             flush_assigns()
             paste.dmesg.append(line)
         i += 1
+    paste.dmesg.extend(pending)
     flush_assigns()
 
 
