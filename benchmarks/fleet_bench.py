@@ -1,23 +1,40 @@
-"""fleet-audit on the loopback sshd fleet vs a minimal paramiko thread pool (issue 5).
+"""fleet-audit against fake FreeBSD hosts that really run the probe, vs minimal paramiko clients (issue 13).
 
-    python benchmarks/fleet_bench.py [--sizes 50,200,500] [--parallel 32] [--repeat 1]
+    python benchmarks/fleet_bench.py [--sizes 200,500] [--rounds 3] [--parallel 32] [--before REV]
+                                     [--json out.json]
 
-Starts real sshd processes serving N fake hosts on 127.1.x.y (tests/fleet/loopback.py), then for
-each size runs, as separate processes measured with wait4():
-  - `bsdcrypt fleet-audit HOSTS -f json -o /dev/null -q` (the whole CLI: start-up, parsing, assessment)
-  - benchmarks/fleet_baseline_paramiko.py (connect + one exec + read, no parsing)
-and reports wall time, hosts/s, client CPU per host (user+sys of the process / hosts), peak RSS,
-and connections / exec requests per host counted in the sshd logs. Nothing leaves 127.0.0.0/8.
-Needs root (or the current user) able to run /usr/sbin/sshd.
+Needs root (chroot, a private network namespace), /usr/sbin/sshd and cc.
+
+The fleet: real OpenSSH sshd processes on 127.1.x.y (tests/fleet/loopback.py), each address one
+fake host. A host runs the command it is sent with /bin/sh inside a chroot built from one of the
+recordings in fixtures/hosts (benchmarks/fakehosts.py): the probe script arrives byte for byte as
+bsdcrypt sends it, sh runs each step in its subshell, and the FreeBSD commands and files it reads
+answer from the recording with the real programs' write pattern. Before the run every root is
+checked: the probe run in it must give back every recorded step byte for byte.
+
+Everything runs in a private network namespace (`unshare --net`, its own loopback): no traffic of
+other processes disturbs it, and the namespace's TCP counters (/proc/net/snmp) count the segments
+of exactly one tool run. Nothing of this machine is changed.
+
+Tools, run as separate processes one after the other in the same order in every round (A B C A B C):
+  - bsdcrypt fleet-audit: the whole CLI, `-f json -o FILE`; every host's report must equal the
+    recording's golden status (fixtures/golden, except the host name and source fields);
+  - bsdcrypt at REV (--before): the same from a `git archive` of REV, for before/after;
+  - minimal paramiko (benchmarks/fleet_baseline_paramiko.py) with a one-line probe, with bsdcrypt's
+    probe written step by step (the probe before issue 13), and with bsdcrypt's probe as sent today.
+Per run: wall time, hosts/s, client CPU (user+sys from wait4) per host with the process start-up
+and without it (start-up: the same command against one closed port, median of 3), peak RSS, TCP
+segments per host (both directions), connections and execs per host (sshd log). Per size and tool:
+median and min-max over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +43,14 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import fakehosts  # noqa: E402
+
+from bsdcrypt import probe  # noqa: E402
+
+IN_NETNS = "BSDCRYPT_BENCH_NETNS"
 
 
 def _loopback() -> Any:
@@ -37,88 +62,217 @@ def _loopback() -> Any:
     return mod
 
 
-def measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+def tcp_segments() -> int:
+    """Segments sent in this network namespace so far (each loopback segment is sent once)."""
+    lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
+    return int(dict(zip(lines[0], lines[1], strict=True))["OutSegs"])
+
+
+def run_measured(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    """One tool run, its CPU and peak RSS from wait4() (not from the shared getrusage of children)."""
+    seg0 = tcp_segments()
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # The pipes are small outputs here (a summary line; bsdcrypt writes its report to a file).
+    out_b = proc.stdout.read() if proc.stdout else b""
+    err_b = proc.stderr.read() if proc.stderr else b""
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
-    out = proc.stdout.read().decode() if proc.stdout else ""
-    err = proc.stderr.read().decode() if proc.stderr else ""
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in (0, 1, 2, 3):
-        raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}): {err[-800:]}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024, "rc": proc.returncode,
-            "out": out, "err": err}  # type: ignore[dict-item]
+    return {"wall": wall, "rc": proc.returncode, "out": out_b.decode(errors="replace"),
+            "err": err_b.decode(errors="replace"), "segments": tcp_segments() - seg0,
+            "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024}
+
+
+def _strip(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in ("host", "source", "fleet")}
+
+
+def check_report(report: Path, expect: dict[str, dict[str, Any]], n: int) -> str | None:
+    """None if every host's status equals its recording's golden status, else what differs."""
+    doc = json.loads(report.read_text())
+    hosts = doc["hosts"]
+    if len(hosts) != n:
+        return f"{len(hosts)} hosts in the report, {n} audited"
+    for h in hosts:
+        addr = h["fleet"]["target"].rsplit("@", 1)[-1].rsplit(":", 1)[0]
+        want = expect[addr]
+        if h["fleet"]["error"]:
+            return f"{addr}: {h['fleet']['error_kind']}: {h['fleet']['error']}"
+        got = _strip(h)
+        if got != want:
+            diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            return f"{addr}: differs from its golden status in {diff}"
+    return None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="50,200,500")
+    ap.add_argument("--sizes", default="200,500")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=32)
-    ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--json", help="also write the results as JSON here")
+    ap.add_argument("--before", help="also measure bsdcrypt at this git revision")
+    ap.add_argument("--tools", default="bsdcrypt,before,oneline,v1,buffered",
+                    help="which tools to run (bsdcrypt, before, oneline, v1, buffered)")
+    ap.add_argument("--json", help="also write every run as JSON here")
     args = ap.parse_args()
+    if os.environ.get(IN_NETNS) != "1":
+        if os.geteuid() != 0:
+            raise SystemExit("fleet_bench.py needs root: the fake hosts are chroots, the fleet a network namespace")
+        env = dict(os.environ, **{IN_NETNS: "1"})
+        os.execvpe("unshare", ["unshare", "--net", "--", sys.executable, *sys.argv], env)
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
+    wanted = args.tools.split(",")
     lb = _loopback()
-    recs = sorted(glob.glob(str(REPO / "fixtures" / "hosts" / "*.yaml")))
-    if not recs:
-        raise SystemExit("no recordings in fixtures/hosts")
+    recs = sorted((REPO / "fixtures" / "hosts").glob("*.yaml"))
     work = Path(tempfile.mkdtemp(prefix="bsdcrypt-fleet-bench-"))
+    t0 = time.monotonic()
+    roots: dict[Path, Path] = {}
+    writes: dict[str, list[int]] = {"v1": [], "buffered": [], "oneline": []}
+    expected_bytes: dict[Path, dict[str, int]] = {}
+    for rec in recs:
+        root = fakehosts.build_root(work, rec)
+        fakehosts.check_root(root, rec, buffered=True)
+        fakehosts.check_root(root, rec, buffered=False)
+        roots[rec] = root
+        tok = probe.new_token()
+        expected_bytes[rec] = {k: len(fakehosts.run_probe(root, probe.build_script(tok, buffered=k == "buffered")))
+                               for k in ("v1", "buffered")}
+        writes["v1"].append(fakehosts.count_writes(root, probe.build_script(tok, buffered=False)))
+        writes["buffered"].append(fakehosts.count_writes(root, probe.build_script(tok)))
+        writes["oneline"].append(fakehosts.count_writes(root, ONELINE + "\n"))
+    print(f"{len(recs)} fake host roots built and checked in {time.monotonic() - t0:.1f}s; writes per probe run "
+          + ", ".join(f"{k} {statistics.mean(v):.1f} (min {min(v)}, max {max(v)})" for k, v in writes.items()))
     fleet = lb.LoopbackFleet(work / "fleet")
-    for i in range(max(sizes)):
-        fleet.add(lb.healthy_address(i), "replay", recs[i % len(recs)])
+    n_max = max(sizes)
+    rec_of: dict[str, Path] = {}
+    for i in range(n_max):
+        addr = lb.healthy_address(i)
+        rec = recs[i % len(recs)]
+        fleet.add(addr, "chroot", rec, root=roots[rec])
+        rec_of[addr] = rec
     t0 = time.monotonic()
     fleet.start()
-    print(f"{len(fleet.procs)} sshd processes serving {max(sizes)} hosts on port {fleet.port} "
+    print(f"{len(fleet.procs)} sshd processes serving {n_max} hosts on port {fleet.port} "
           f"(started in {time.monotonic() - t0:.1f}s)")
-    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    env["PYTHONPATH"] = str(REPO)
+    golden = {}
+    for rec in recs:
+        golden[rec] = _strip(json.loads((REPO / "fixtures" / "golden" / f"{rec.stem}.json").read_text()))
+    env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", IN_NETNS)}
+    before_dir = None
+    if args.before and "before" in wanted:
+        before_dir = work / "before"
+        before_dir.mkdir()
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(before_dir)], input=archive.stdout, check=True)
+    # Bytecode for every tree, as an installed package has it (this environment may set PYTHONDONTWRITEBYTECODE).
+    for tree in (REPO, before_dir):
+        if tree is not None:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "bsdcrypt"), str(tree / "benchmarks")],
+                           check=True, env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
     results: list[dict[str, Any]] = []
+    closed = work / "hosts-closed.txt"
+    closed.write_text(f"{fleet.user}@{fleet.closed_addr}:{fleet.port}\n")
+
+    def tools(hosts: Path, report: Path) -> dict[str, tuple[list[str], Path]]:
+        fleet_audit = ["-c", "from bsdcrypt.cli import main; main()", "fleet-audit", str(hosts), "-F",
+                       str(fleet.ssh_config), "-f", "json", "-o", str(report), "-q", "--parallel",
+                       str(args.parallel), "--timeout", "120"]
+        base = [str(REPO / "benchmarks" / "fleet_baseline_paramiko.py"), str(hosts), str(fleet.known_hosts),
+                str(fleet.client_key), str(args.parallel)]
+        out: dict[str, tuple[list[str], Path]] = {}
+        if "bsdcrypt" in wanted:
+            out["bsdcrypt"] = ([sys.executable, *fleet_audit], REPO)
+        if before_dir is not None:
+            out[f"bsdcrypt@{args.before}"] = ([sys.executable, *fleet_audit], before_dir)
+        for kind in ("oneline", "v1", "buffered"):
+            if kind in wanted:
+                out[f"paramiko {kind}"] = ([sys.executable, *base, kind], REPO)
+        return out
+
+    startup: dict[str, float] = {}
+    for name, (cmd, cwd) in tools(closed, work / "closed.json").items():
+        cpus = [run_measured(cmd, dict(env, PYTHONPATH=str(cwd)), cwd)["cpu"] for _ in range(3)]
+        startup[name] = statistics.median(cpus)
+    print("start-up CPU (one closed port): " + ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in startup.items()))
     try:
         for n in sizes:
             addrs = list(fleet.hosts)[:n]
             hosts = work / f"hosts-{n}.txt"
             hosts.write_text("".join(f"{fleet.spec(a)}\n" for a in addrs))
-            tools = {
-                "bsdcrypt fleet-audit": [
-                    sys.executable, "-c", "from bsdcrypt.cli import main; main()", "fleet-audit", str(hosts),
-                    "-F", str(fleet.ssh_config), "-f", "json", "-o", str(work / "report.json"), "-q",
-                    "--parallel", str(args.parallel), "--timeout", "60",
-                ],
-                "minimal paramiko": [
-                    sys.executable, str(REPO / "benchmarks" / "fleet_baseline_paramiko.py"), str(hosts),
-                    str(fleet.known_hosts), str(fleet.client_key), str(args.parallel),
-                ],
-            }
-            for name, cmd in tools.items():
-                for _ in range(args.repeat):
+            expect = {a: golden[rec_of[a]] for a in addrs}
+            for rnd in range(args.rounds):
+                for name, (cmd, cwd) in tools(hosts, work / "report.json").items():
+                    (work / "report.json").unlink(missing_ok=True)
                     mark = fleet.log_mark()
-                    m = measure(cmd, env)
-                    time.sleep(0.5)
+                    m = run_measured(cmd, dict(env, PYTHONPATH=str(cwd)), cwd)
                     conns, execs = fleet.counts(mark)
                     one_each = all(conns[a] == 1 and execs[a] == 1 for a in addrs)
-                    failed = None
                     if name.startswith("bsdcrypt"):
-                        doc = json.loads((work / "report.json").read_text())
-                        failed = doc["fleet"]["failed"]
+                        problem = check_report(work / "report.json", expect, n) if m["rc"] in (0, 1, 2, 3) \
+                            else f"exit {m['rc']}: {m['err'][-300:]}"
+                    else:
+                        kind = name.split()[-1]
+                        want = sum(expected_bytes[rec_of[a]][kind] for a in addrs) if kind != "oneline" else None
+                        problem = None if m["out"].startswith(f"{n} hosts,") and " 0 failed" in m["out"] else \
+                            f"{m['out'].strip()} {m['err'][-300:]}"
+                        if problem is None and want is not None and f" {want} bytes" not in m["out"]:
+                            problem = f"expected {want} bytes: {m['out'].strip()}"
                     row = {
-                        "tool": name, "hosts": n, "parallel": args.parallel, "wall_s": round(m["wall"], 2),
-                        "hosts_per_s": round(n / m["wall"], 1), "cpu_ms_per_host": round(1000 * m["cpu"] / n, 2),
-                        "cpu_s": round(m["cpu"], 2), "peak_rss_mb": round(m["rss_mb"], 1),
-                        "connections": sum(conns[a] for a in addrs), "execs": sum(execs[a] for a in addrs),
-                        "one_conn_one_exec_each": one_each, "failed": failed,
+                        "tool": name, "hosts": n, "round": rnd + 1, "wall_s": round(m["wall"], 2),
+                        "hosts_per_s": round(n / m["wall"], 1),
+                        "cpu_ms_per_host": round(1000 * m["cpu"] / n, 2),
+                        "cpu_ms_per_host_no_startup": round(1000 * (m["cpu"] - startup[name]) / n, 2),
+                        "peak_rss_mb": round(m["rss_mb"], 1),
+                        "segments_per_host": round(m["segments"] / n, 1),
+                        "one_conn_one_exec_each": one_each, "problem": problem,
                     }
                     results.append(row)
-                    print(json.dumps(row))
+                    print(json.dumps(row), flush=True)
+                    if problem:
+                        raise SystemExit(f"{name} at {n} hosts: {problem}")
     finally:
         fleet.stop()
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({"startup_cpu_s": startup, "writes_per_probe_run": writes,
+                                               "runs": results}, indent=2) + "\n")
+    summarize(results, writes)
+
+
+ONELINE = "uname -a; kldstat -q -m nexus/aesni; echo aesni=$?"
+
+
+def _mm(values: list[float], digits: int = 2) -> str:
+    return f"{round(statistics.median(values), digits)} ({round(min(values), digits)}–{round(max(values), digits)})"
+
+
+def summarize(results: list[dict[str, Any]], writes: dict[str, list[int]]) -> None:
     from tabulate import tabulate
 
-    cols = ["tool", "hosts", "wall_s", "hosts_per_s", "cpu_ms_per_host", "peak_rss_mb", "connections", "execs",
-            "one_conn_one_exec_each"]
-    print(tabulate([[r[c] for c in cols] for r in results], headers=cols, tablefmt="github"))
+    cols = ["wall_s", "hosts_per_s", "cpu_ms_per_host", "cpu_ms_per_host_no_startup", "peak_rss_mb",
+            "segments_per_host"]
+    rows = []
+    keys = sorted({(r["hosts"], r["tool"]) for r in results}, key=lambda k: (k[0], [r["tool"] for r in results]
+                                                                            .index(k[1])))
+    for n, tool in keys:
+        rs = [r for r in results if r["hosts"] == n and r["tool"] == tool]
+        rows.append([tool, n, len(rs), *(_mm([r[c] for r in rs], 1 if c != "cpu_ms_per_host" and
+                                             c != "cpu_ms_per_host_no_startup" else 2) for c in cols)])
+    print(tabulate(rows, headers=["tool", "hosts", "rounds", *cols], tablefmt="github"))
+    for n in sorted({r["hosts"] for r in results}):
+        ours = [r for r in results if r["hosts"] == n and r["tool"] == "bsdcrypt"]
+        for base in ("paramiko oneline", "paramiko v1", "paramiko buffered"):
+            theirs = [r for r in results if r["hosts"] == n and r["tool"] == base]
+            if not ours or len(theirs) != len(ours):
+                continue
+            for c in ("cpu_ms_per_host", "cpu_ms_per_host_no_startup"):
+                ratios = [a[c] / b[c] for a, b in zip(ours, theirs, strict=True)]
+                print(f"{n} hosts: bsdcrypt / {base} {c}: {_mm(ratios)} (per round)")
 
 
 if __name__ == "__main__":

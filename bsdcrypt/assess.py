@@ -32,6 +32,7 @@ from bsdcrypt.platform import (
 )
 from bsdcrypt.probe import Evidence
 from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
+from bsdcrypt.userland import assess as userland
 
 # Steps without which the driver, persistence or GELI conclusions cannot be trusted.
 DECISIVE_STEPS = (
@@ -114,7 +115,8 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     else:
         providers = list(dmesg.geli)
     status.geli = _geli_infos(providers, status)
-    status.findings = advice.findings(status)
+    status.userland_aes = userland.userland_info(ev, status.cpu, status.os.arch)
+    status.findings = advice.findings(status) + userland.findings(status)
     missing = [name for name in DECISIVE_STEPS if name not in ev.steps]
     if ev.origin == "paste":
         status.findings.append(_paste_finding(ev))
@@ -713,6 +715,7 @@ def _assess_linux(ev: Evidence, status: Status) -> None:
     loaded = ev.step("linux_aesni_intel")
     state = "unknown" if loaded is None else ("loaded" if loaded.ok else "not-loaded")
     status.driver = DriverInfo(name="aesni_intel", state=state)  # type: ignore[arg-type]
+    status.userland_aes = userland.userland_info(ev, status.cpu, status.os.arch)
     aes_txt = {True: "yes", False: "no", None: "unknown"}[aes]
     status.findings.append(
         Finding(
@@ -722,3 +725,4 @@ def _assess_linux(ev: Evidence, status: Status) -> None:
             "On Linux the kernel uses AES-NI through aesni_intel; check `lsmod | grep aesni` or `cat /proc/crypto`.",
         )
     )
+    status.findings.extend(userland.findings(status))

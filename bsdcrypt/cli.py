@@ -31,6 +31,7 @@ COMMAND_MODULES: dict[str, str] = {
     "fleet-audit": "fleet",
     "analyze": "analyze",
     "probe-script": "analyze",
+    "userland": "userland",
 }
 CORE_COMMANDS = frozenset({"status", "record", "recordings"})
 _registered: set[str] = set()

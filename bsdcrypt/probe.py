@@ -21,6 +21,25 @@ SYSCTL_OIDS = (
 )
 CRYPTO_DRIVERS = ("aesni", "ossl", "armv8crypto", "padlock")
 
+OPENSSL_PROGRAMS = ("/usr/bin/openssl", "/usr/local/bin/openssl")
+# Services whose crypto OPENSSL_ia32cap can speed up (tor's cells are AES-CTR; TLS servers; sshd).
+SERVICE_BINARIES = (
+    "/usr/local/bin/tor", "/usr/bin/tor", "/usr/sbin/tor", "/usr/local/sbin/nginx", "/usr/sbin/nginx",
+    "/usr/local/sbin/haproxy", "/usr/sbin/haproxy", "/usr/local/sbin/openvpn", "/usr/sbin/openvpn", "/usr/sbin/sshd",
+)
+CRYPTO_LINKS = (
+    f"for b in {' '.join(SERVICE_BINARIES)}; do [ -x \"$b\" ] || continue; echo \"== $b\";"
+    " ldd \"$b\" 2>&1 | grep -E 'lib(crypto|nss3)[.-]'; done; exit 0"
+)
+# Where a per-service or (wrongly) global OPENSSL_ia32cap can live, FreeBSD and Linux alike.
+OVERRIDE_FILES = (
+    "/etc/rc.conf /etc/rc.conf.local /etc/rc.conf.d/* /usr/local/etc/rc.conf.d/* /etc/login.conf "
+    "/etc/environment /etc/profile /etc/default/tor /etc/systemd/system/*.service.d/*.conf"
+)
+IA32CAP_OVERRIDES = (
+    f"for f in {OVERRIDE_FILES}; do [ -f \"$f\" ] && grep -H -n OPENSSL_ia32cap \"$f\"; done; exit 0"
+)
+
 # (step name, sh command). Order is the order of the output.
 STEPS: tuple[tuple[str, str], ...] = (
     ("uname_s", "uname -s"),
@@ -49,6 +68,12 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("id_u", "id -u"),
     ("linux_cpu_flags", "grep -m2 -E '^(model name|flags|Features)[[:space:]]*:' /proc/cpuinfo"),
     ("linux_aesni_intel", "test -d /sys/module/aesni_intel || grep -qs '^driver.*aesni' /proc/crypto"),
+    # Userland (docs/userland.md): each openssl program's version and the vector its libcrypto detects
+    # (the variable unset: what OpenSSL finds by itself), which libcrypto the usual services link, and
+    # every OPENSSL_ia32cap already set in a configuration file. Nothing heavy: no speed, no trial.
+    *((f"openssl:{p}", f"unset OPENSSL_ia32cap; test -x {p} && {p} version -a") for p in OPENSSL_PROGRAMS),
+    ("crypto_links", CRYPTO_LINKS),
+    ("ia32cap_overrides", IA32CAP_OVERRIDES),
 )
 
 FILES: tuple[str, ...] = (
@@ -73,8 +98,21 @@ FRAME_FUNCTION = (
 )
 
 
-def build_script(token: str) -> str:
-    """The probe as one sh script; `token` frames the output of each step."""
+# The steps' output leaves the host in a few large writes, not one small write (so one SSH packet)
+# per frame and per command: dd(1) with a 1 MiB output block collects what it reads and writes when
+# the block is full or its input ends (FreeBSD's dd.c accumulates partial input blocks unless bs= is
+# given; GNU dd alike). The output is byte for byte what the steps print. dd runs with SIGHUP and
+# SIGTERM ignored (inherited across exec; FreeBSD's dd sets handlers for SIGINFO and SIGINT only):
+# when a timeout terminates the probe's process group, dd still writes the steps that finished. The
+# first step goes out on its own, before the others run, so even a probe killed outright (SIGKILL,
+# SIGINT) leaves a complete frame: its output reads as cut off, never as garbage. Two writes in all.
+# Without dd the steps are written directly.
+BUFFER_COMMAND = "dd ibs=65536 obs=1048576 2>/dev/null"
+
+
+def build_script(token: str, *, buffered: bool = True) -> str:
+    """The probe as one sh script; `token` frames the output of each step. `buffered=False`: every
+    step writes its own output straight to stdout (the same bytes, in many small writes)."""
     lines = [
         "#!/bin/sh",
         PROBE_MAGIC,
@@ -83,12 +121,20 @@ def build_script(token: str) -> str:
         "LC_ALL=C; export LC_ALL",
         FRAME_FUNCTION,
     ]
-    lines += [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
-    lines += [f"s {sh_quote('file:' + path)} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
-    lines.append(
+    steps = [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
+    steps += [f"s {sh_quote('file:' + path)} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
+    steps.append(
         f"for x in {LOADER_CONF_DIR}/*.conf; do [ -f \"$x\" ] && s \"file:$x\" 'cat -- \"$x\"'; done"
     )
-    lines += [f"s {sh_quote('exists:' + path)} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
+    steps += [f"s {sh_quote('exists:' + path)} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
+    if buffered:
+        lines += ["bsdcrypt_steps() {", *(f"  {line}" for line in steps[1:]), "}"]
+        lines.append("if command -v dd >/dev/null 2>&1; then")
+        lines.append(f"  {steps[0]} | {BUFFER_COMMAND}")
+        lines.append(f"  bsdcrypt_steps | (trap '' HUP TERM; exec {BUFFER_COMMAND})")
+        lines.append(f"else {steps[0]}; bsdcrypt_steps; fi")
+    else:
+        lines += steps
     lines.append("exit 0")
     return "\n".join(lines) + "\n"
 

@@ -145,6 +145,12 @@ FAMILIES: tuple[Family, ...] = (
     Family("geli_needs_reattach_providers",
            "GELI providers on software crypto although an accelerator is attached now (re-attach them).",
            _geli_count(lambda s: (g.needs_reattach for g in s.geli))),
+    Family("userland_aes_case",
+           "Userland AES-NI: aesni-visible, hidden-by-hypervisor, cpu-without-aesni or not-x86 (absent: unknown); "
+           "value is always 1.",
+           lambda s: [((("case", s.userland_aes.case),), 1.0)] if s.userland_aes.case else []),
+    Family("userland_ia32cap_overrides", "OPENSSL_ia32cap settings found in configuration files (absent: not looked).",
+           lambda s: [((), float(len(s.userland_aes.overrides)))] if s.userland_aes.overrides is not None else []),
     Family("finding", "A finding reported for the host (see docs/findings.md); value is always 1.", _findings),
     Family("verdict", "The host's verdict as a state set: 1 for the current verdict, 0 for the others.",
            lambda s: [((("verdict", v),), 1.0 if s.verdict == v else 0.0) for v in VERDICTS]),

@@ -71,12 +71,35 @@ def table(s: Status) -> str:
         rows.append(
             ["GELI", "\n".join(f"{g.name}: {g.encryption} {g.key_length or ''} crypto={g.crypto}" for g in s.geli)]
         )
+    userland = _userland_line(s)
+    if userland:
+        rows.append(["Userland", userland])
     rows.append(["Verdict", s.verdict.upper()])
     out = tabulate(rows, tablefmt="plain")
     if s.findings:
         frows = [[f.severity, f.id, f"{f.message}\n-> {f.remedy}"] for f in s.findings]
         out += "\n\n" + tabulate(frows, headers=["severity", "finding", "message / remedy"], tablefmt="simple")
     return out + "\n"
+
+
+_CASES = {
+    "aesni-visible": "OpenSSL sees AES-NI",
+    "hidden-by-hypervisor": "AES-NI hidden by the hypervisor",
+    "cpu-without-aesni": "CPU without AES-NI (never force)",
+    "not-x86": "not x86 (OPENSSL_ia32cap does not apply)",
+}
+
+
+def _userland_line(s: Status) -> str | None:
+    """OpenSSL programs, the AES-NI case and any override; None when the probe did not look."""
+    u = s.userland_aes
+    if u.libraries is None:
+        return None
+    libs = [f"{lib.library} {lib.version} ({lib.path})" for lib in u.libraries if lib.library] or ["no openssl found"]
+    line = ", ".join(libs) + "  " + _CASES.get(u.case or "", "AES-NI: unknown")
+    if u.overrides:
+        line += "\n" + "\n".join(f"OPENSSL_ia32cap at {o.file}:{o.line}: {o.hazard}" for o in u.overrides)
+    return line
 
 
 def _perf(value: float | None) -> str:

@@ -88,6 +88,54 @@ class GeliInfo:
 
 
 @dataclass
+class CryptoLibInfo:
+    """One `openssl` program the probe found and the libcrypto it runs with."""
+
+    path: str  # /usr/bin/openssl (base / distribution), /usr/local/bin/openssl (ports)
+    library: str | None = None  # OpenSSL, LibreSSL
+    version: str | None = None  # 3.0.19, 1.1.1k-freebsd
+    honours_ia32cap: bool | None = None  # False for LibreSSL
+    grammar: str | None = None  # sscanf, two-word, five-word (docs/userland.md)
+    vector: str | None = None  # the detected OPENSSL_ia32cap words (3.x only), 0x..:0x..
+    aesni: bool | None = None  # bit 57 of that vector: OpenSSL sees AES-NI
+    pclmulqdq: bool | None = None  # bit 33
+
+
+@dataclass
+class ServiceLinkInfo:
+    """A service binary and the libcrypto it links (ldd)."""
+
+    binary: str  # /usr/local/bin/tor
+    libcrypto: str | None = None  # /lib/libcrypto.so.111; None: links none (or NSS)
+    openssl: str | None = None  # the openssl program of that library (its version, vector, trials)
+
+
+@dataclass
+class OverrideInfo:
+    """An OPENSSL_ia32cap found in a configuration file."""
+
+    file: str
+    line: int
+    value: str | None  # the value, when the line is a plain assignment bsdcrypt can read
+    scope: str  # service (rc.conf <svc>_env, a systemd drop-in, /etc/default/tor) or global
+    service: str | None  # tor, tor@default, ...
+    hazard: str  # ok, stale, plus, no-0x, replaces-w1, mask, unreadable
+    message: str
+
+
+@dataclass
+class UserlandInfo:
+    """Userland AES-NI (OpenSSL), separate from the kernel's: docs/userland.md."""
+
+    # aesni-visible, hidden-by-hypervisor (a VM's CPU lacks the flag), cpu-without-aesni (bare metal:
+    # never force), not-x86; None: unknown (the probe did not look, or no CPU flags)
+    case: str | None = None
+    libraries: list[CryptoLibInfo] | None = None  # None: the probe did not look (older recordings)
+    services: list[ServiceLinkInfo] | None = None
+    overrides: list[OverrideInfo] | None = None
+
+
+@dataclass
 class Finding:
     id: str
     severity: Severity
@@ -107,6 +155,7 @@ class Status:
     geli: list[GeliInfo] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     root: bool | None = None  # the probe ran as root
+    userland_aes: UserlandInfo = field(default_factory=UserlandInfo)
 
     @property
     def verdict(self) -> Verdict:

@@ -101,3 +101,23 @@ def test_knobs(runner: Runner, tmp_path: Path) -> None:
     assert runner(bad, security_status_bsdcrypt_period="weekly", PERIODIC_NOW="weekly").returncode == 1
     missing = runner(bad, security_status_bsdcrypt_program=str(tmp_path / "nope"))
     assert missing.returncode == 2 and "not installed" in missing.stdout
+
+
+def test_userland_check_warns_on_a_stale_override(runner: Runner, tmp_path: Path) -> None:
+    if not shutil.which("openssl"):
+        pytest.skip("needs openssl")
+    jail = tmp_path / "jail"
+    (jail / "etc").mkdir(parents=True)
+    # qemu Nehalem's forced vector (fixtures/parsers/openssl_version), not this machine's: stale here
+    (jail / "etc" / "rc.conf").write_text('tor_env="OPENSSL_ia32cap=0x82982203478bfffd:0x0"\n')
+    flags = f"--root {jail} --init rc --openssl {shutil.which('openssl')}"
+    good = "freebsd-13.0-hyperv-builtin"
+    r = runner(good, security_status_bsdcrypt_userland_services="tor", security_status_bsdcrypt_userland_flags=flags)
+    assert r.returncode == 1, r.stdout
+    assert "Checking OPENSSL_ia32cap of tor" in r.stdout and "stale" in r.stdout
+    assert (jail / "etc" / "rc.conf").read_text().startswith("tor_env=")  # only warned
+    r = runner(good, security_status_bsdcrypt_userland_services="tor", security_status_bsdcrypt_userland_flags=flags,
+               security_status_bsdcrypt_userland_remove="YES")
+    assert r.returncode == 1 and (jail / "etc" / "rc.conf").read_text() == ""
+    r = runner(good, security_status_bsdcrypt_userland_services="tor", security_status_bsdcrypt_userland_flags=flags)
+    assert (r.returncode, r.stdout) == (0, "")  # nothing left to check: quiet

@@ -73,3 +73,121 @@ def test_arbitrary_bytes_never_crash(data: bytes) -> None:
         parse_output(data, "@@T")
     except ProbeError:
         pass
+
+
+# -- the buffered output (issue 13): a few large writes, the same bytes, partial evidence when killed
+
+
+def _run_counting_writes(script: str) -> tuple[list[bytes], int]:
+    """Run `script` with /bin/sh -s in a session of its own; stdout is a SOCK_SEQPACKET socket, so each
+    write(2) of the probe arrives as one message."""
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours:
+        proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=theirs.fileno(),
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        theirs.close()
+        assert proc.stdin is not None
+        proc.stdin.write(script.encode())
+        proc.stdin.close()
+        writes = []
+        while True:
+            msg = ours.recv(1 << 20)
+            if not msg:
+                break
+            writes.append(msg)
+        return writes, proc.wait(timeout=120)
+
+
+def _steady(data: bytes) -> bytes:
+    """Output of two runs on this machine, without what differs from run to run (ldd's load addresses)."""
+    import re
+
+    return re.sub(rb"\(0x[0-9a-f]+\)", b"(ADDR)", data)
+
+
+def test_buffered_probe_prints_the_same_bytes_in_a_few_writes() -> None:
+    token = "@@bsdcrypt-0123456789abcdef"
+    direct, rc1 = _run_counting_writes(build_script(token, buffered=False))
+    buffered, rc2 = _run_counting_writes(build_script(token))
+    assert rc1 == rc2 == 0
+    assert _steady(b"".join(buffered)) == _steady(b"".join(direct))
+    assert len(direct) > 60  # a frame, the output, a frame: per step
+    # the first step on its own, then all the rest at once
+    assert len(buffered) == 2
+    assert parse_output(b"".join(buffered), token).steps.keys() == parse_output(b"".join(direct), token).steps.keys()
+
+
+def test_buffered_probe_without_dd_writes_directly() -> None:
+    token = "@@bsdcrypt-0123456789abcdef"
+    script = build_script(token)
+    assert "command -v dd " in script
+    no_dd, rc = _run_counting_writes(script.replace("command -v dd ", "command -v bsdcrypt-no-such-dd "))
+    direct, _ = _run_counting_writes(build_script(token, buffered=False))
+    assert rc == 0 and _steady(b"".join(no_dd)) == _steady(b"".join(direct)) and len(no_dd) == len(direct)
+
+
+def _with_step(monkeypatch: pytest.MonkeyPatch, after: str, name: str, cmd: str) -> None:
+    import bsdcrypt.probe as probe_mod
+
+    steps = list(STEPS)
+    at = [n for n, _ in steps].index(after) + 1
+    monkeypatch.setattr(probe_mod, "STEPS", (*steps[:at], (name, cmd), *steps[at:]))
+
+
+def test_probe_terminated_mid_way_still_gives_the_finished_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host-side timeout (SIGTERM to the probe's process group) in the middle of a step: the steps that
+    finished come out (dd ignores SIGTERM and writes what it holds), the cut step and the rest do not."""
+    from bsdcrypt.analyze import parse_probe_output
+
+    token = "@@bsdcrypt-0123456789abcdef"
+    _with_step(monkeypatch, "sysctl", "hang", "echo partial; kill -TERM 0; sleep 60")
+    writes, rc = _run_counting_writes(build_script(token))
+    assert rc == -15
+    steps = list(parse_output(b"".join(writes), token).steps)
+    assert steps == [n for n, _ in STEPS[: [n for n, _ in STEPS].index("sysctl") + 1]]
+    assert len(writes) == 2
+    with pytest.raises(ProbeError, match="before its last one"):
+        parse_probe_output(b"".join(writes), token)
+
+
+def test_probe_killed_outright_reads_as_cut_off_not_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL takes dd's buffer with it; the first step was written on its own, so the output still has a
+    complete frame and reads as cut off (analyze's `cut-off` row), never as `garbage`."""
+    from bsdcrypt.analyze import _from_bytes
+
+    token = "@@bsdcrypt-0123456789abcdef"
+    _with_step(monkeypatch, "kldstat_v", "killed", "kill -KILL 0")
+    writes, rc = _run_counting_writes(build_script(token))
+    assert rc == -9
+    assert list(parse_output(b"".join(writes), token).steps) == ["uname_s"]
+    got = _from_bytes(b"".join(writes), "host", "file", "file:probe.out", token)
+    assert got.error_kind == "cut-off" and got.evidence is None
+
+
+def test_a_failing_step_does_not_hide_the_others_when_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "@@bsdcrypt-0123456789abcdef"
+    _with_step(monkeypatch, "uname_a", "fails", "echo oops >&2; exit 7")
+    writes, rc = _run_counting_writes(build_script(token))
+    ev = parse_output(b"".join(writes), token)
+    assert rc == 0 and ev.steps["fails"] == Step(7, b"oops\n")
+    assert list(ev.steps)[: len(STEPS) + 1] == [n for n, _ in STEPS[:2]] + ["fails"] + [n for n, _ in STEPS[2:]]
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash", "busybox"])
+def test_buffered_probe_under_other_shells(shell: str) -> None:
+    import shutil
+
+    exe = shutil.which(shell)
+    if exe is None:
+        pytest.skip(f"{shell} not installed")
+    argv = [exe, "sh", "-s"] if shell == "busybox" else [exe, "-s"]
+    if shell == "bash":
+        argv = [exe, "--posix", "-s"]
+    token = "@@bsdcrypt-0123456789abcdef"
+    outs = [subprocess.run(argv, input=build_script(token, buffered=b).encode(), capture_output=True,
+                           check=False, timeout=120) for b in (True, False)]
+    assert outs[0].returncode == outs[1].returncode == 0
+    assert _steady(outs[0].stdout) == _steady(outs[1].stdout)
+    assert "exists:/boot/kernel/padlock.ko" in parse_output(outs[0].stdout, token).steps

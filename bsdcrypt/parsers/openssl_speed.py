@@ -110,3 +110,13 @@ def parse(text: str) -> SpeedResult:
         speeds = {s: float(v) for s, v in zip(sizes, values, strict=True) if v is not None}
         rows.append(SpeedRow(name, speeds))
     return SpeedResult(version=version, ia32cap=cap, ia32cap_env=cap_env, block_sizes=sizes, rows=tuple(rows))
+
+
+_COUNT = re.compile(r"(\d+) (\S+(?: \S+)?)'s in (\d+(?:\.\d+)?)s")
+
+
+def parse_counts(stderr: str) -> list[tuple[int, str, float]]:
+    """`print_result`'s stderr lines, `Doing ... : 230000 AES-128-GCM's in 0.99s` (apps/speed.c, "%d %s's
+    in %.2fs"; 1.0.2's "%ld %s's in %.2fs"): (count, algorithm, seconds). In CPU-time mode (no -elapsed) the
+    seconds are the CPU time the run got, so a share far below the requested time means a busy machine."""
+    return [(int(m.group(1)), m.group(2), float(m.group(3))) for m in _COUNT.finditer(stderr)]

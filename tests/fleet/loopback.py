@@ -12,7 +12,9 @@ Faulty behaviours are chosen per address: slow, garbage, cut (output killed mid-
 auth-refused (another authorized_keys), wrong-key (known_hosts holds another key), unknown-key
 (absent from known_hosts), plus a closed port and a TCP listener that never speaks SSH. A `shell`
 host is no fake: it runs the exec'd command for real on this machine through the login shell named
-by FakeHost.shell (e.g. tcsh), as sshd would with that user's shell.
+by FakeHost.shell (e.g. tcsh), as sshd would with that user's shell. A `chroot` host (the benchmark's,
+benchmarks/fakehosts.py; needs root) runs the exec'd command for real with /bin/sh inside
+FakeHost.root, a tree that answers like the recorded FreeBSD host.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ L=$1
 set -- $SSH_CONNECTION
 A=$3
 [ "$A" = "$L" ] || { echo "fakehost: SSH_CONNECTION says $A, sshd_config says $L" >&2; exit 125; }
+# A host that really runs the command, in its own root (sshd would run `$SHELL -c COMMAND`).
+if [ -d "$D/$A.root" ]; then exec /usr/sbin/chroot "$D/$A.root" /bin/sh -c "$SSH_ORIGINAL_COMMAND"; fi
 # A real host whose login shell is the one named in $A.shell: sshd runs `$SHELL -c COMMAND`.
 if [ -f "$D/$A.shell" ]; then
   printf '%s\n' "$SSH_ORIGINAL_COMMAND" >> "$D/$A.commands"
@@ -110,9 +114,10 @@ def _free_port(addrs: list[str]) -> int:
 @dataclass
 class FakeHost:
     addr: str
-    kind: str  # replay, slow, garbage, cut, auth-refused, wrong-key, unknown-key, shell
+    kind: str  # replay, slow, garbage, cut, auth-refused, wrong-key, unknown-key, shell, chroot
     recording: str | None = None  # path of the recording it answers from
     shell: str | None = None  # kind "shell": the login shell that runs the command (for real)
+    root: str | None = None  # kind "chroot": the tree the command runs in
 
 
 @dataclass
@@ -139,10 +144,11 @@ class LoopbackFleet:
     # -- building the fleet
 
     def add(
-        self, addr: str, kind: str = "replay", recording: str | Path | None = None, shell: str | None = None
+        self, addr: str, kind: str = "replay", recording: str | Path | None = None, shell: str | None = None,
+        root: str | Path | None = None,
     ) -> FakeHost:
         _check_loopback(addr)
-        host = FakeHost(addr, kind, str(recording) if recording else None, shell)
+        host = FakeHost(addr, kind, str(recording) if recording else None, shell, str(root) if root else None)
         self.hosts[addr] = host
         return host
 
@@ -165,6 +171,10 @@ class LoopbackFleet:
         from bsdcrypt.recording import load
 
         out = self.hostdir / f"{host.addr}.out"
+        if host.kind == "chroot":
+            out.write_bytes(b"")
+            (self.hostdir / f"{host.addr}.root").symlink_to(host.root or "/nonexistent")
+            return
         if host.recording:
             _, evidence = load(Path(host.recording))
             out.write_bytes(render(evidence, PLACEHOLDER))
