@@ -42,6 +42,7 @@ from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, fleet_
 from bsdcrypt.host import Host, RunResult
 from bsdcrypt.hostsfile import Duplicate, HostEntry
 from bsdcrypt.interrupts import Interrupted, signals_ignored, signame_of
+from bsdcrypt.probe import MAX_OUTPUT as PROBE_MAX_OUTPUT
 from bsdcrypt.probe import PROBE_MAGIC
 from bsdcrypt.status import EXIT_CODES, Finding, Status, error_status, worst_verdict
 
@@ -233,8 +234,11 @@ class Auditor:
         if entry.replay is not None:
             from bsdcrypt.recording import ReplayHost
 
-            host: Host = ReplayHost.from_file(replay_path(entry))
-            return host
+            replay = ReplayHost.from_file(replay_path(entry))
+            # as `status --host` does: the source is what the line says (`replay:NAME`, or the path as written),
+            # never where a shipped recording happens to be installed (labels must not change when the venv moves)
+            replay.spec = entry.ssh_spec
+            return replay
         from bsdcrypt.ssh import SSHHost
 
         return SSHHost(
@@ -244,6 +248,7 @@ class Auditor:
             context=self.ssh_context(),
             spec=entry.ssh_spec,
             timeout=self.options.timeout,
+            max_output=PROBE_MAX_OUTPUT,  # hosts answering garbage must not hold 32 MiB each
         )
 
     def audit(self, entry: HostEntry, on_host: Callable[[Host], None] | None = None) -> HostResult:
@@ -358,8 +363,20 @@ class Progress:
 class _Running:
     started: float
     deadline: float
+    thread: int  # the worker's thread id (its Match exec commands are killed by it)
     host: Any = None
     aborted: bool = False
+
+
+def _timed_out(entry: HostEntry, timeout: float, elapsed: float, why: str) -> HostResult:
+    reason = f"timed out after {timeout:g}s ({why})"
+    return HostResult(entry, failed_status(entry, "timeout", reason), elapsed, reason, "timeout")
+
+
+def _kill_match_execs(thread: int) -> None:
+    config = sys.modules.get("bsdcrypt.ssh.config")  # loaded only if a host used SSH
+    if config is not None:
+        config.kill_match_execs(thread)
 
 
 @dataclass
@@ -369,6 +386,7 @@ class FleetRun:
     parallel: int
     timeout: float
     duplicates: list[str] = field(default_factory=list)
+    workers: int = 0  # worker threads the run started (at most `parallel`)
 
     @property
     def verdict(self) -> str:
@@ -459,7 +477,7 @@ def run_fleet(
                 if i is None:
                     return
                 now = time.monotonic()
-                slot = _Running(now, now + options.timeout)
+                slot = _Running(now, now + options.timeout, threading.get_ident())
                 running[i] = slot
 
             def on_host(host: Host, slot: _Running = slot, i: int = i) -> None:
@@ -485,7 +503,18 @@ def run_fleet(
                 res: HostResult | _Duplicate = auditor.audit(entries[i], on_host)
             except _Duplicate as dup:
                 res = dup
-            done_q.put((i, res))
+            if slot.aborted and slot.host is None and isinstance(res, HostResult) and res.error is not None:
+                res = _timed_out(entries[i], options.timeout, res.elapsed,
+                                 "looking up its ssh config (a slow Match exec?)")
+            with lock:
+                # The host is judged when its worker is done, not when the main loop gets to its result:
+                # a finished host leaves `running` here, so a backlog of results can never time it out.
+                finished = running.get(i) is slot
+                if finished:
+                    del running[i]
+            if finished:
+                done_q.put((i, res))
+            # else it was given up (its row says timeout); this late result is dropped
 
     def spawn() -> None:
         t = threading.Thread(target=worker, name="fleet-worker", daemon=True)
@@ -494,24 +523,25 @@ def run_fleet(
 
     done = failed = given_up = 0
     try:
-        for _ in range(min(parallel, total)):
+        for _ in range(min(parallel, total)):  # the only workers of the run: never more than `parallel`
             spawn()
         while done < total:
+            batch: list[tuple[int, HostResult | _Duplicate]] = []
             try:
-                i, res = done_q.get(timeout=0.1)
+                batch.append(done_q.get(timeout=0.1))
+                while True:  # take the whole backlog at once
+                    batch.append(done_q.get_nowait())
             except queue.Empty:
-                i, res = -1, None
-            if res is not None and i not in results and i not in dup_of:
-                with lock:
-                    running.pop(i, None)
+                pass
+            for i, res in batch:
                 if isinstance(res, _Duplicate):
                     dup_of[i] = res.first
                 else:
                     results[i] = res
                     failed += res.error is not None
                 done += 1
-                if progress:
-                    progress.update(done, failed)
+            if batch and progress:
+                progress.update(done, failed)
             now = time.monotonic()
             with lock:
                 overdue = [(j, s) for j, s in running.items() if now >= s.deadline]
@@ -520,21 +550,25 @@ def run_fleet(
                     slot.aborted = True
                     if slot.host is not None and hasattr(slot.host, "abort"):
                         slot.host.abort()
-                elif now >= slot.deadline + GRACE and j not in results:
-                    # The worker is stuck beyond the abort (e.g. in getaddrinfo or a Match exec):
-                    # give the host up and replace the worker.
-                    entry = entries[j]
-                    reason = f"timed out after {options.timeout:g}s (the host did not give up when aborted)"
-                    results[j] = HostResult(entry, failed_status(entry, "timeout", reason), now - slot.started,
-                                            reason, "timeout")
-                    with lock:
-                        running.pop(j, None)
+                    else:  # not connecting yet: still in its ssh config lookup, maybe a Match exec
+                        _kill_match_execs(slot.thread)
+                elif now >= slot.deadline + GRACE:
+                    with lock:  # unless its worker finished meanwhile (its result is then in the queue)
+                        gone = running.get(j) is slot
+                        if gone:
+                            del running[j]
+                    if not gone:
+                        continue
+                    # The worker is stuck beyond the abort (e.g. in getaddrinfo, which cannot be
+                    # interrupted): the host is given up. No worker is added: the stuck one takes the
+                    # next host when it comes back, and its late result is dropped.
+                    results[j] = _timed_out(entries[j], options.timeout, now - slot.started,
+                                            "the host did not give up when aborted")
                     done += 1
                     failed += 1
                     given_up += 1
                     if progress:
                         progress.update(done, failed)
-                    spawn()
             if progress:
                 progress.tick()
     except BaseException as exc:
@@ -566,7 +600,7 @@ def run_fleet(
             first = dup_of[first]
         dup_of[i] = first
     final = [results[i] for i in sorted(results)]
-    run = FleetRun(final, time.monotonic() - started, parallel, options.timeout)
+    run = FleetRun(final, time.monotonic() - started, parallel, options.timeout, workers=len(threads))
     run.duplicates = _duplicate_notes(entries, dup_of)
     return run
 

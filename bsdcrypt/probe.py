@@ -13,6 +13,9 @@ from bsdcrypt.errors import ProbeError
 from bsdcrypt.host import Host, sh_quote
 
 PROBE_MAGIC = "# bsdcrypt-probe v1"
+# The most a real probe prints (the recordings: 6-51 KB; the bulk is dmesg.boot, bounded by the kernel's
+# message buffer, and loader files): a host answering more is not answering the probe (fleet-audit's cap).
+MAX_OUTPUT = 1 << 20
 
 SYSCTL_OIDS = (
     "kern.ostype kern.osrelease kern.osreldate kern.ident kern.hostname kern.bootfile "
@@ -33,7 +36,8 @@ CRYPTO_LINKS = (
 )
 # Where a per-service or (wrongly) global OPENSSL_ia32cap can live, FreeBSD and Linux alike.
 OVERRIDE_FILES = (
-    "/etc/rc.conf /etc/rc.conf.local /etc/rc.conf.d/* /usr/local/etc/rc.conf.d/* /etc/login.conf "
+    "/etc/rc.conf /etc/rc.conf.local /etc/rc.conf.d/* /etc/rc.conf.d/*/* /usr/local/etc/rc.conf.d/* "
+    "/usr/local/etc/rc.conf.d/*/* /etc/login.conf "
     "/etc/environment /etc/profile /etc/default/tor /etc/systemd/system/*.service.d/*.conf"
 )
 IA32CAP_OVERRIDES = (

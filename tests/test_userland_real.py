@@ -180,3 +180,16 @@ def test_libressl_is_refused(tmp_path: Path) -> None:
     fake.chmod(0o755)
     result = runner.invoke(app, ["userland", "--openssl", str(fake), "--no-bench"])
     assert result.exit_code == 2 and "ignores OPENSSL_ia32cap" in result.output
+
+
+@need_openssl
+def test_rc_conf_d_directory_wins_like_load_rc_config(tmp_path: Path) -> None:
+    d = tmp_path / "etc" / "rc.conf.d" / "tor"
+    d.mkdir(parents=True)
+    (tmp_path / "etc" / "rc.conf").write_text('tor_env="LANG=C"\n')
+    (d / "10-env").write_text('tor_env="TZ=UTC"\n')  # sourced after rc.conf (libexec/rc/rc.subr)
+    args = ["userland", "--openssl", str(OPENSSL), "--root", str(tmp_path), "--init", "rc", "--no-bench"]
+    result = runner.invoke(app, [*args, "--simulate-hidden", "--apply", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert (d / "10-env").read_text().startswith('tor_env="TZ=UTC OPENSSL_ia32cap=0x')
+    assert (tmp_path / "etc" / "rc.conf").read_text() == 'tor_env="LANG=C"\n'

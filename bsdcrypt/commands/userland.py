@@ -38,6 +38,21 @@ def _system(host: Any) -> str:
     raise UserlandError(f"unsupported system {lines[0] if lines else '(no uname)'}: FreeBSD or Linux only")
 
 
+def _rc_paths(host: Any, unit: str, root: str) -> list[str]:
+    """rc_files in load_rc_config's order, a rc.conf.d/<svc> directory replaced by its files (sorted as
+    sh's glob sorts them in the C locale)."""
+    from bsdcrypt.host import sh_quote
+    from bsdcrypt.userland import plan as uplan
+
+    out = uplan.rc_files(unit, root)[:2]
+    for d in uplan.rc_conf_d_dirs(unit, root):
+        q = sh_quote(d)
+        res = host.run(f"LC_ALL=C; if [ -d {q} ]; then for f in {q}/*; do [ -f \"$f\" ] && printf '%s\\n' \"$f\"; "
+                       f"done; else printf '%s\\n' {q}; fi; exit 0", timeout=30)
+        out += [ln for ln in res.stdout.decode("utf-8", "replace").splitlines() if ln.startswith(d)]
+    return out
+
+
 def _read_files(host: Any, paths: list[str]) -> list[tuple[str, bytes]]:
     from bsdcrypt.host import sh_quote
 
@@ -188,7 +203,7 @@ def userland(
         except uplan.PlanError as exc:
             fail(str(exc))
         doc.update(system=system, unit=unit)
-        paths = uplan.rc_files(unit, root) if system == "rc" else [uplan.dropin_path(unit, root)]
+        paths = _rc_paths(h, unit, root) if system == "rc" else [uplan.dropin_path(unit, root)]
         files = _read_files(h, paths) if system != "sysv" else []
         current, current_env = _current(system, unit, files, root)
         doc["current"] = current

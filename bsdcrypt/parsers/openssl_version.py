@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from bsdcrypt.parsers import clean_text
 
 _TEXT = r"(OpenSSL|LibreSSL)\s+(\d{1,3})\.(\d{1,3})\.(\d{1,3})([a-z]{0,2})((?:-[A-Za-z0-9_.+]+)*)"
-_FIRST = re.compile(r"^" + _TEXT + r"(?:\s.*?)??(?:\s+\(Library:\s+" + _TEXT + r"[^)]*\))?\s*$")
+# Patterns as text: `re` compiles (and caches) them on first use, not on status's start-up path.
+_FIRST = r"^" + _TEXT + r"(?:\s.*?)??(?:\s+\(Library:\s+" + _TEXT + r"[^)]*\))?\s*$"
 _WORDS = r"(0x[0-9a-fA-F]{1,16}(?::0x[0-9a-fA-F]{1,16}){0,9})"
-_CPUINFO = re.compile(r"^CPUINFO:\s+OPENSSL_ia32cap=" + _WORDS + r"(?:\s+env:(.*))?$")
-_OTHER_CAP = re.compile(r"^CPUINFO:\s+OPENSSL_(armcap|ppccap|s390xcap|riscvcap|sparcv9cap)=")
-_PRE = re.compile(r"^-(pre\d+|alpha\d+|beta\d+|dev)$", re.IGNORECASE)
+_CPUINFO = r"^CPUINFO:\s+OPENSSL_ia32cap=" + _WORDS + r"(?:\s+env:(.*))?$"
+_OTHER_CAP = r"^CPUINFO:\s+OPENSSL_(armcap|ppccap|s390xcap|riscvcap|sparcv9cap)="
+_PRE = r"(?i)^-(pre\d+|alpha\d+|beta\d+|dev)$"
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def _version(groups: tuple[str | None, ...]) -> tuple[str, str, int, int, int, s
     suffix = suffix or ""
     pre = None
     for part in re.findall(r"-[A-Za-z0-9_.+]+", suffix):
-        m = _PRE.match(part)
+        m = re.match(_PRE, part)
         if m:
             pre = m.group(1).lower()
     text = f"{a}.{b}.{c}{letter or ''}{suffix}"
@@ -68,7 +69,7 @@ def parse_version(text: str) -> OpensslVersion | None:
     version line (a CPUINFO-only `-c` output is read by `parse_cpuinfo`). Never raises."""
     found: OpensslVersion | None = None
     for raw in clean_text(text).splitlines():
-        m = _FIRST.match(raw.strip())
+        m = re.match(_FIRST, raw.strip())
         if m:
             prog = _version(m.groups()[0:6])
             lib = _version(m.groups()[6:12]) if m.group(7) else prog
@@ -93,12 +94,12 @@ def parse_cpuinfo(text: str) -> tuple[tuple[int, ...] | None, str | None, str | 
     """(words, env echo, other arch) from the CPUINFO line of 3.x `version -c`/`-a`/`speed`. Never raises."""
     for raw in clean_text(text).splitlines():
         line = raw.strip()
-        m = _CPUINFO.match(line)
+        m = re.match(_CPUINFO, line)
         if m:
             words = tuple(int(w, 16) for w in m.group(1).split(":"))
             env = m.group(2)
             return words, (env if env is not None and env.isprintable() else None), None
-        o = _OTHER_CAP.match(line)
+        o = re.match(_OTHER_CAP, line)
         if o:
             return None, None, o.group(1)
     return None, None, None

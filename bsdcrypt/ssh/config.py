@@ -103,6 +103,57 @@ _NO_PARAM = ("all", "canonical", "final")
 Clause = tuple[str, str]  # ("host" | "match", the rest of the line)
 
 
+def parse_port(value: str) -> int | None:
+    """A Port value as ssh takes it (readconf.c, a2port): one decimal number 1-65535; None otherwise."""
+    word = _one_word(value)
+    if word is None or not (word.isascii() and word.isdigit()):
+        return None
+    number = int(word)
+    return number if 1 <= number <= 65535 else None
+
+
+_TIME = re.compile(r"(\d+)([smhdw]?)", re.IGNORECASE)
+_TIME_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_seconds(value: str) -> int | None:
+    """A time value as ssh takes it (misc.c, convtime): numbers with optional units, `90`, `1m30s`; None
+    when malformed. ConnectTimeout 0 means no limit, as in ssh."""
+    word = _one_word(value)
+    if not word or not word.isascii() or _TIME.sub("", word):
+        return None
+    return sum(int(n) * _TIME_UNITS[unit.lower()] for n, unit in _TIME.findall(word))
+
+
+def _one_word(value: str) -> str | None:
+    """The one argument of a keyword, unquoted, a trailing `# comment` dropped (as ssh's argv_split)."""
+    try:
+        words = shlex.split(value, comments=True)
+    except ValueError:
+        return None
+    return words[0] if len(words) == 1 else None
+
+
+# Values ssh checks when it reads the file, in every block, matching or not: a bad one stops ssh
+# ("line N: Bad port"); bsdcrypt refuses the config the same way instead of failing per host.
+_CHECKED = {"port": ("port", parse_port), "connecttimeout": ("time value", parse_seconds)}
+
+
+def _check_value(key: str, value: str, path: str, number: int, where: str = "") -> None:
+    what, parse = _CHECKED[key]
+    if parse(value) is None:
+        shown = value if len(value) <= 40 else value[:39] + "…"
+        raise SSHError("config", f"{path} line {number}{where}: bad {what} {shown!r}"
+                       + (" (a number 1-65535)" if key == "port" else " (e.g. 30, 1m30s)"))
+
+
+def _check_lines(lines: list[str], path: str) -> None:
+    for number, line in enumerate(lines, start=1):
+        m = _KEYWORD.match(line)
+        if m is not None and m.group(1).lower() in _CHECKED:
+            _check_value(m.group(1).lower(), m.group(2), path, number)
+
+
 def read_config(path: str, user_config: bool = True) -> str:
     """The text of an ssh_config file with its `Include` directives expanded, for paramiko to parse.
 
@@ -147,8 +198,12 @@ def _expand(path: str, user_config: bool, outer: list[Clause], depth: int, where
     text = _read_text(path, where, missing_ok=depth > 0)
     if text is None:  # an Include's match that does not exist (a dangling symlink): skipped, as ssh does
         return []
-    if depth == 0 and "include" not in text.lower():
-        return text.splitlines()
+    lower = text.lower()
+    if depth == 0 and "include" not in lower:
+        lines = text.splitlines()
+        if "port" in lower or "connecttimeout" in lower:
+            _check_lines(lines, path)
+        return lines
     out: list[str] = []
     local: Clause | None = None
     for number, line in enumerate(text.splitlines(), start=1):
@@ -157,6 +212,8 @@ def _expand(path: str, user_config: bool, outer: list[Clause], depth: int, where
             out.append(line)
             continue
         key = m.group(1).lower()
+        if key in _CHECKED:
+            _check_value(key, m.group(2), path, number, where)
         if key in ("host", "match"):
             local = (key, m.group(2))
             out.append(_header(outer + [local], path, number) if outer else line)
@@ -238,7 +295,7 @@ class _MatchExec:
     change: every paramiko SSHConfig in this process, bsdcrypt's or not, then runs its `Match exec`
     commands through it."""
 
-    _live: set[subprocess.Popen[bytes]] = set()
+    _live: dict[subprocess.Popen[bytes], int] = {}  # command -> the thread waiting for it
     _lock = threading.Lock()
 
     @classmethod
@@ -252,24 +309,24 @@ class _MatchExec:
         except OSError as exc:
             raise SSHError("config", f"cannot run Match exec {command!r} with {shell}: {exc.strerror}") from exc
         with cls._lock:
-            cls._live.add(proc)
+            cls._live[proc] = threading.get_ident()
         try:
             rc = proc.wait()
         finally:
             with cls._lock:
-                cls._live.discard(proc)
+                cls._live.pop(proc, None)
         if rc < 0:
             raise SSHError("config", f"Match exec {command!r} was killed by signal {-rc}")
         return _MatchExecResult(rc == 0)
 
     @classmethod
-    def kill_all(cls) -> None:
-        """SIGKILL the process group of every command still running. A command is in `_live` until its
-        waiter has reaped it, and its group id (its pid) cannot be reused before that."""
+    def kill_all(cls, thread: int | None = None) -> None:
+        """SIGKILL the process group of every command still running (only those `thread` waits for, if
+        given). A command is in `_live` until its waiter has reaped it, and its group id (its pid) cannot
+        be reused before that."""
         with cls._lock:
-            live = list(cls._live)
-            for proc in live:
-                if proc.returncode is not None:
+            for proc, waiter in cls._live.items():
+                if proc.returncode is not None or thread is not None and waiter != thread:
                     continue
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -280,9 +337,10 @@ class _MatchExec:
 paramiko.config.invoke = _MatchExec  # type: ignore[attr-defined]  # process-wide: see _MatchExec
 
 
-def kill_match_execs() -> None:
-    """Kill every `Match exec` command still running (an interrupted fleet run)."""
-    _MatchExec.kill_all()
+def kill_match_execs(thread: int | None = None) -> None:
+    """Kill every `Match exec` command still running (an interrupted fleet run), or only those the
+    thread `thread` waits for (a host past its deadline)."""
+    _MatchExec.kill_all(thread)
 
 
 # A Match line with an exec criterion (conservative: `Match host exec` counts too; that only costs speed).
@@ -358,7 +416,10 @@ class SSHContext:
         except Exception as exc:  # Match exec failures and the like
             raise SSHError("config", f"ssh config lookup for {alias} failed: {exc}") from exc
         hostname = str(opts.get("hostname") or alias)
-        the_port = port if port is not None else int(opts.get("port", 22))
+        the_port = port if port is not None else parse_port(str(opts.get("port", 22)))
+        if the_port is None:  # read_config refused a bad Port already; a config reached another way
+            raise SSHError("config", f"ssh config: bad port {str(opts.get('port'))[:40]!r} for {alias} "
+                           "(a number 1-65535)")
         local_user = self.local_user()
         the_user = user or str(opts.get("user") or "") or local_user
         tokens = {"h": hostname, "p": str(the_port), "r": the_user, "u": local_user}
@@ -373,7 +434,7 @@ class SSHContext:
         if proxy and str(proxy).lower() != "none":
             proxy_tokens = {"h": hostname, "p": str(the_port), "r": the_user, "n": alias, "%": "%"}
             proxy = _percent_expand(str(proxy), proxy_tokens, f"ProxyCommand for {alias}")
-        ct = opts.get("connecttimeout")
+        ct = parse_seconds(str(opts["connecttimeout"])) if opts.get("connecttimeout") else None
         strict = str(opts.get("stricthostkeychecking") or "").lower()
         return Target(
             alias=alias,
@@ -384,7 +445,7 @@ class SSHContext:
             identities_only=_yes(opts.get("identitiesonly")),
             proxy_jump=None if not jump or str(jump).lower() == "none" else str(jump),
             proxy_command=None if not proxy or str(proxy).lower() == "none" else str(proxy),
-            connect_timeout=float(ct) if ct and str(ct).isdigit() and int(ct) > 0 else None,
+            connect_timeout=float(ct) if ct else None,
             user_known_hosts=[_expand_path(p, tokens) for p in ukh if p.lower() != "none"],
             global_known_hosts=[_expand_path(p, tokens) for p in gkh if p.lower() != "none"],
             host_key_alias=str(opts["hostkeyalias"]) if opts.get("hostkeyalias") else None,

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import paramiko
+from paramiko.common import DEFAULT_MAX_PACKET_SIZE, DEFAULT_WINDOW_SIZE
 from paramiko.packet import Packetizer
 
 from bsdcrypt.host import REMOTE_COMMAND, RunResult, stdin_script
@@ -28,6 +29,20 @@ MAX_OUTPUT = 32 * 1024 * 1024
 MAX_PROXY_JUMPS = 8
 
 
+def shown_bytes(data: bytes, limit: int = 60) -> str:
+    """A peer's bytes quoted for an error line: printable ASCII as is, the rest escaped (\\r, \\x1b),
+    at most about `limit` characters."""
+    parts: list[str] = []
+    size = 0
+    for byte in data:
+        if size >= limit:
+            return "'" + "".join(parts) + "'…"
+        part = bytes([byte]).decode("latin-1").encode("unicode_escape").decode("ascii").replace("'", "\\'")
+        parts.append(part)
+        size += len(part)
+    return "'" + "".join(parts) + "'"
+
+
 class SSHHost:
     """A host reached over SSH. Connects on the first `run`; `abort()` may be called from any thread."""
 
@@ -40,8 +55,10 @@ class SSHHost:
         context: SSHContext | None = None,
         spec: str | None = None,
         timeout: float | None = None,
+        max_output: int = MAX_OUTPUT,
     ) -> None:
         self.context = context or default_context()
+        self.max_output = max_output  # stdout + stderr of one run, at most; more is an error (kind garbage)
         self.target = self.context.target(alias, user, port)
         self.name = alias
         self.spec = spec or alias
@@ -81,8 +98,10 @@ class SSHHost:
                 said = f"; it printed: {said}" if said else ", and it printed nothing on stderr"
                 return SSHError("timeout", f"timed out{total} waiting for the SSH banner through the ProxyCommand "
                                 f"(still connecting to {t.hostname} port {t.port}?){said}")
+            heard = getattr(self._packetizer, "heard", b"")
+            said = f" (it sent {shown_bytes(heard)})" if heard else " (or sshd is overloaded)"
             return SSHError("no-ssh", f"timed out{total} waiting for the SSH banner: {t.hostname} port "
-                            f"{t.port} accepts TCP but does not speak SSH (or sshd is overloaded)")
+                            f"{t.port} accepts TCP but does not speak SSH{said}")
         return SSHError("timeout", f"timed out{total} during {self.phase}")
 
     def _next_phase(self, phase: str) -> None:
@@ -152,6 +171,15 @@ class SSHHost:
             return SSHError("proxy", f"ProxyCommand failed: {exc}")
         if isinstance(exc, paramiko.SSHException):
             text = str(exc)
+            heard = getattr(self._packetizer, "heard", b"")
+            if heard and ("protocol banner" in text or "Indecipherable protocol version" in text):
+                # paramiko says "Error reading SSH protocol banner" for EOF, for its per-line wait and for
+                # undecodable bytes alike: what the peer sent tells them apart (an SMTP greeting, an HTTP
+                # error, binary noise: something that is not sshd answers there)
+                size = getattr(self._packetizer, "heard_size", len(heard))
+                via = " through the ProxyCommand" if self._proxy is not None else ""
+                return SSHError("no-ssh", f"{where} does not speak SSH: it sent{via} {shown_bytes(heard)} "
+                                f"({size} byte{'' if size == 1 else 's'}, no SSH banner)")
             if "protocol banner" in text:
                 timed_out = self.phase == "banner" and time.monotonic() >= self._banner_deadline - 0.05
                 if self._proxy is not None:  # no TCP of ours: say what the ProxyCommand did
@@ -171,7 +199,7 @@ class SSHHost:
                                     f"within {self._banner_wait:g}s (not an SSH server?)")
                 return SSHError("closed", f"{where} closed the connection before the SSH banner")
             if "Indecipherable protocol version" in text or "Invalid SSH banner" in text:
-                return SSHError("no-ssh", f"{where} does not speak SSH ({text[:80]})")
+                return SSHError("no-ssh", f"{where} does not speak SSH ({shown_bytes(text.encode())})")
             if "Incompatible" in text or "no acceptable" in text.lower():
                 return SSHError("protocol", f"{where}: {text}")
             return SSHError("protocol", f"SSH error during {self.phase} with {where}: {text}")
@@ -251,6 +279,7 @@ class SSHHost:
     _proxy: ProxyCommandSocket | None = None
     _banner_deadline = 0.0
     _banner_wait = 0.0
+    _packetizer: Any = None  # the transport's, kept after a failed connect closed it: what the peer sent
 
     def _connect(self) -> paramiko.Transport:
         t = self.target
@@ -268,6 +297,7 @@ class SSHHost:
         transport = paramiko.Transport(wire)
         if type(transport.packetizer) is Packetizer:
             transport.packetizer.__class__ = _DeadlinePacketizer
+        self._packetizer = transport.packetizer
         self._transport = transport
         security = transport.get_security_options()
         security.key_types = _host_key_algorithms([k for k in known if not k.revoked])
@@ -432,7 +462,11 @@ class SSHHost:
 
     def _exec(self, transport: paramiko.Transport, command: str, input: bytes | None) -> RunResult:
         self._next_phase("opening the session")
-        chan = transport.open_session(timeout=self._remaining())
+        # The channel's window bounds what paramiko buffers unread for us: half the output allowed (fleet-audit:
+        # 512 KiB, so a real probe, <= 51 KB, still needs no window adjustment: paramiko sends one per tenth of
+        # the window read), paramiko's 2 MiB for the commands allowed 32 MiB.
+        window = min(DEFAULT_WINDOW_SIZE, max(self.max_output // 2, DEFAULT_MAX_PACKET_SIZE))
+        chan = transport.open_session(window_size=window, timeout=self._remaining())
         try:
             # Always the one line every login shell parses alike (csh/tcsh too): see host.REMOTE_COMMAND.
             remote, stdin = REMOTE_COMMAND, stdin_script(command, input)
@@ -452,17 +486,15 @@ class SSHHost:
                 try:
                     data = chan.recv(65536)
                 except TimeoutError:
-                    while chan.recv_stderr_ready():
-                        err.append(chan.recv_stderr(65536))
+                    size += self._read_stderr(chan, err, size)
                     continue
                 if not data:
                     break
                 out.append(data)
                 size += len(data)
-                if size > MAX_OUTPUT:
-                    raise SSHError("protocol", f"the command printed more than {MAX_OUTPUT >> 20} MiB")
-            while chan.recv_stderr_ready():
-                err.append(chan.recv_stderr(65536))
+                if size > self.max_output:
+                    raise self._too_much()
+            self._read_stderr(chan, err, size)
             self._next_phase("waiting for the exit status")
             while not chan.status_event.wait(min(self._remaining(), 0.5)):
                 pass
@@ -473,6 +505,23 @@ class SSHHost:
             return RunResult(rc, b"".join(out), b"".join(err))
         finally:
             chan.close()
+
+    def _read_stderr(self, chan: paramiko.Channel, err: list[bytes], size: int) -> int:
+        """What stderr holds now, counted with stdout against max_output; returns how many bytes."""
+        got = 0
+        while chan.recv_stderr_ready():
+            data = chan.recv_stderr(65536)
+            err.append(data)
+            got += len(data)
+            if size + got > self.max_output:
+                raise self._too_much()
+        return got
+
+    def _too_much(self) -> SSHError:
+        limit = self.max_output
+        shown = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+        return SSHError("garbage", f"the host printed more than {shown} (stdout and stderr together), more than "
+                        "this command can print: the rest was not read")
 
     # -- close
 

@@ -64,6 +64,10 @@ _READ_SIZE = 16384
 _TCP_QUICKACK: int = getattr(socket, "TCP_QUICKACK", 0)
 
 
+HEARD_KEPT = 256
+MAX_PRE_BANNER = 64 * 1024  # RFC 4253 4.2 lets a server send lines before its version; none sends this much
+
+
 class _DeadlinePacketizer(Packetizer):
     """paramiko's Packetizer with the handshake timeout kept as a deadline.
 
@@ -74,6 +78,20 @@ class _DeadlinePacketizer(Packetizer):
 
     _hs_deadline: float | None = None
     _hs_done: bool = False
+    heard = b""  # the first bytes the peer sent before its SSH banner (see _read_timeout)
+    heard_size = 0
+
+    def _read_timeout(self, timeout: float) -> bytes:
+        """paramiko reads the lines before and of the banner (and nothing else) through this: keep what
+        the peer said, so an error can tell a peer that closed at once from one that spoke something
+        other than SSH, and stop a peer that floods it (paramiko would buffer an endless line whole)."""
+        data: bytes = super()._read_timeout(timeout)  # type: ignore[misc]
+        self.heard_size += len(data)
+        if len(self.heard) < HEARD_KEPT:
+            self.heard += data[: HEARD_KEPT - len(self.heard)]
+        if self.heard_size > MAX_PRE_BANNER:
+            raise EOFError(f"more than {MAX_PRE_BANNER} bytes without an SSH banner")
+        return data
 
     def start_handshake(self, timeout: float) -> None:
         if self._hs_deadline is None:

@@ -18,10 +18,11 @@ X86 = frozenset({"amd64", "i386", "x86_64", "i686", "i586", "i486"})
 GLOBAL_FILES = ("/etc/login.conf", "/etc/environment", "/etc/profile")
 # `tor_env="OPENSSL_ia32cap=0x..:0x.."` (rc.conf), `Environment=OPENSSL_ia32cap=...` (systemd),
 # `export OPENSSL_ia32cap=...` (/etc/default/tor, profile), `:setenv=OPENSSL_ia32cap=...` (login.conf).
-_RC_ENV = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)_env\s*=")
-_VALUE = re.compile(r"OPENSSL_ia32cap\s*=\s*[\"']?([^\"'\s:\\]*(?::[^\"'\s:\\]*)*)")
-_LDD = re.compile(r"^\s*(lib(?:crypto|nss3)[^\s]*)\s*=>\s*(\S+)")
-_DROPIN = re.compile(r"^/etc/systemd/system/([^/]+)\.service\.d/[^/]+\.conf$")
+# Patterns as text: compiled on first use (re caches them), not at status's start-up.
+_RC_ENV = r"^\s*([A-Za-z_][A-Za-z0-9_]*)_env\s*="
+_VALUE = r"OPENSSL_ia32cap\s*=\s*[\"']?([^\"'\s:\\]*(?::[^\"'\s:\\]*)*)"
+_LDD = r"^\s*(lib(?:crypto|nss3)[^\s]*)\s*=>\s*(\S+)"
+_DROPIN = r"^/etc/systemd/system/([^/]+)\.service\.d/[^/]+\.conf$"
 
 
 def _text(ev: Evidence, name: str) -> str | None:
@@ -74,7 +75,7 @@ def services(ev: Evidence) -> list[ServiceLinkInfo] | None:
         if line.startswith("== "):
             out.append(ServiceLinkInfo(binary=line[3:].strip()))
             continue
-        m = _LDD.match(line)
+        m = re.match(_LDD, line)
         if m and out and out[-1].libcrypto is None and m.group(2).startswith("/"):
             lib = m.group(2)
             out[-1].libcrypto = lib
@@ -88,14 +89,14 @@ def _safe(text: str) -> str:
 
 
 def _scope(path: str, text: str) -> tuple[str, str | None]:
-    m = _DROPIN.match(path)
+    m = re.match(_DROPIN, path)
     if m:
         return "service", m.group(1)
     if path in GLOBAL_FILES:
         return "global", None
     if path == "/etc/default/tor":
         return "service", "tor"
-    rc = _RC_ENV.match(text)
+    rc = re.match(_RC_ENV, text)
     if rc:
         return "service", rc.group(1)
     return "other", None
@@ -114,7 +115,7 @@ def overrides(ev: Evidence, detected: tuple[int, ...] | None, lib: ia32cap.Libra
         if content.lstrip().startswith("#"):
             continue  # a comment: rc.conf, drop-ins, profile and login.conf alike ignore it
         scope, service = _scope(path, content)
-        m = _VALUE.search(content)
+        m = re.search(_VALUE, content)
         if m is None or not m.group(1):
             out.append(OverrideInfo(path, line, None, scope, service, "unreadable",
                                     "OPENSSL_ia32cap is named here but its value cannot be read"))

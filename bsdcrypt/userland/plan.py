@@ -34,10 +34,17 @@ class PlanError(ValueError):
 
 
 def rc_files(service: str, root: str = "") -> list[str]:
-    """The files load_rc_config reads for `service`, in order (the last assignment wins)."""
+    """The files load_rc_config reads for `service`, in order (the last assignment wins): rc.conf,
+    rc.conf.local (rc_conf_files), then /etc/rc.conf.d/<svc> and /usr/local/etc/rc.conf.d/<svc>
+    (libexec/rc/rc.subr load_rc_config; each of those two may also be a directory of files, which
+    `rc_conf_d_dirs` names for the caller to list)."""
     r = root.rstrip("/")
     return [f"{r}/etc/rc.conf", f"{r}/etc/rc.conf.local", f"{r}/etc/rc.conf.d/{service}",
             f"{r}/usr/local/etc/rc.conf.d/{service}"]
+
+
+def rc_conf_d_dirs(service: str, root: str = "") -> list[str]:
+    return rc_files(service, root)[2:]
 
 
 def dropin_path(unit: str, root: str = "") -> str:

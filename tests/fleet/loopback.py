@@ -8,7 +8,8 @@ the host by the local address in $SSH_CONNECTION, reads the probe script from st
 per-run token from its `T=` line and prints the host's recording rendered with that token
 (pre-rendered once, with a placeholder, by bsdcrypt.probe.render). sshd accepts at most 16
 listen addresses per process, so the fleet is split over several sshd processes on one port.
-Faulty behaviours are chosen per address: slow, garbage, cut (output killed mid-way),
+Faulty behaviours are chosen per address: slow, garbage, flood and flood-stderr (`flood_bytes` of
+random bytes on stdout or stderr), cut (output killed mid-way),
 auth-refused (another authorized_keys), wrong-key (known_hosts holds another key), unknown-key
 (absent from known_hosts), plus a closed port and a TCP listener that never speaks SSH. A `shell`
 host is no fake: it runs the exec'd command for real on this machine through the login shell named
@@ -69,6 +70,8 @@ esac
 T=$(sed -n 's/^T=//p')
 if [ -f "$D/$A.slow" ]; then exec sleep "$(cat "$D/$A.slow")"; fi
 if [ -f "$D/$A.garbage" ]; then exec cat "$D/$A.garbage"; fi
+if [ -f "$D/$A.flood" ]; then exec head -c "$(cat "$D/$A.flood")" /dev/urandom; fi
+if [ -f "$D/$A.flood-stderr" ]; then exec head -c "$(cat "$D/$A.flood-stderr")" /dev/urandom >&2; fi
 if [ -f "$D/$A.cut" ]; then
   head -c "$(cat "$D/$A.cut")" "$D/$A.out" | sed "s/@PH@/$T/g"
   kill -9 $$
@@ -114,7 +117,7 @@ def _free_port(addrs: list[str]) -> int:
 @dataclass
 class FakeHost:
     addr: str
-    kind: str  # replay, slow, garbage, cut, auth-refused, wrong-key, unknown-key, shell, chroot
+    kind: str  # replay, slow, garbage, flood, flood-stderr, cut, auth-refused, wrong-key, unknown-key, shell, chroot
     recording: str | None = None  # path of the recording it answers from
     shell: str | None = None  # kind "shell": the login shell that runs the command (for real)
     root: str | None = None  # kind "chroot": the tree the command runs in
@@ -130,6 +133,7 @@ class LoopbackFleet:
     silent_addr: str = "127.3.0.2"  # accepts TCP, never speaks
     closed_addr: str = "127.3.0.1"  # nothing listens
     slow_seconds: int = 20
+    flood_bytes: int = 16 * 1024 * 1024  # what a `flood` host answers (a hostile host's garbage)
     user: str = field(default_factory=login_name)
 
     def __post_init__(self) -> None:
@@ -188,6 +192,8 @@ class LoopbackFleet:
             (self.hostdir / f"{host.addr}.garbage").write_bytes(
                 b"Welcome to FreeBSD!\n\x00\xff\xfe random login noise, no probe frames here\n"
             )
+        elif host.kind in ("flood", "flood-stderr"):
+            (self.hostdir / f"{host.addr}.{host.kind}").write_text(str(self.flood_bytes))
         elif host.kind == "cut":
             size = out.stat().st_size
             (self.hostdir / f"{host.addr}.cut").write_text(str(max(200, size // 3)))
