@@ -17,7 +17,7 @@ from bsdcrypt.host import Host, RunResult, sh_quote
 from bsdcrypt.interrupts import Interrupted, signals_deferred, signame_of, sigterm_raises
 from bsdcrypt.loaderconf import FileEdit, effective
 from bsdcrypt.plan import Action, Note, Plan, Refuse, RunCommand, WriteFile
-from bsdcrypt.probe import FRAME_FUNCTION, new_token, parse_output
+from bsdcrypt.probe import CONF_DIR_GLOBS, FRAME_FUNCTION, MAX_NAMED_BYTES, new_token, parse_output
 
 KLD_EEXIST = "module already loaded or in kernel"
 KLD_ENOEXEC = "Please check dmesg(8) for more details"
@@ -117,35 +117,42 @@ unresolved() {
 # ---- reading ---------------------------------------------------------------------------------------
 
 
-def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
-    """The loader configuration files under `root` (like sysrc -R), in loader order, in one round trip."""
-    root = root.rstrip("/")
+MAX_LOADER_PATHS = 64  # files and directories a loader configuration may name before bsdcrypt gives up
+
+
+def _read_round(host: Host, root: str, paths: list[str], dirs: list[str]) -> list[tuple[str, bytes]]:
+    """One round trip: the files `paths` and the *conf entries of the directories `dirs` (loader paths),
+    each resolved inside `root`; a file that is not there is left out."""
     token = new_token()
-    conf, confd, local = (
-        root + p for p in (loaderconf.LOADER_CONF, loaderconf.LOADER_CONF_DIR, loaderconf.LOADER_CONF_LOCAL)
-    )
-    script = "\n".join(
-        [
-            f"T={token}; ROOT={sh_quote(root)}",
-            _RESOLVE,
-            FRAME_FUNCTION,
-            # r PATH: a step named PATH (as under DIR) with the content of the file it resolves to
-            'r() { s "$1" \'t=$(resolve "$1") || { unresolved $?; exit 1; }; cat -- "$t"\'; }',
-            # e PATH: r PATH if it is there; a link counts even dangling or looping (an error to report,
-            # not a missing file). Only the last component is tested, in its resolved directory.
-            'e() { d=$(resolve "${1%/*}") || { r "$1"; return; }; '
-            '{ [ -L "$d/${1##*/}" ] || [ -e "$d/${1##*/}" ]; } && r "$1"; }',
-            f"e {sh_quote(conf)}",
-            # the glob runs in the resolved directory, the steps keep the names under DIR
-            f"if d=$(resolve {sh_quote(confd)}); then "
-            f'for x in "$d"/*.conf; do {{ [ -L "$x" ] || [ -f "$x" ]; }} && r {sh_quote(confd)}/"${{x##*/}}"; done; '
-            f"else r {sh_quote(confd)}; fi",
-            f"e {sh_quote(local)}",
-            'printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"',
-            "exit 0",
-        ]
-    )
-    res = host.run(script, timeout=60)
+    lines = [
+        f"T={token}; ROOT={sh_quote(root)}",
+        _RESOLVE,
+        FRAME_FUNCTION,
+        # r PATH: a step named PATH (as under DIR) with the content of the file it resolves to
+        'r() { s "$1" \'t=$(resolve "$1") || { unresolved $?; exit 1; }; cat -- "$t"\'; }',
+        # e PATH: r PATH if it is there; a link counts even dangling or looping (an error to report,
+        # not a missing file). Only the last component is tested, in its resolved directory.
+        'e() { d=$(resolve "${1%/*}") || { r "$1"; return; }; '
+        '{ [ -L "$d/${1##*/}" ] || [ -e "$d/${1##*/}" ]; } && r "$1"; }',
+        # n PATH: a file a loader file names: read only if it resolves to a regular file (a device
+        # or FIFO is nothing the loader reads at boot, and cat would never end), at most 1 MiB + 1
+        'n() { t=$(resolve "$1") || { r "$1"; return; }; [ -f "$t" ] && '
+        f's "$1" \'head -c {MAX_NAMED_BYTES} -- "$t"\'; }}',
+    ]
+    standard = {loaderconf.LOADER_CONF, loaderconf.LOADER_CONF_LOCAL}
+    lines += [f"{'e' if p in standard else 'n'} {sh_quote(root + p)}" for p in paths]
+    for directory in dirs:
+        # the globs (config.lua's ".conf$", hidden names too) run in the resolved directory; the steps
+        # keep the names under DIR
+        d = sh_quote(root + directory)
+        globs = " ".join(f'"$d"/{g}' for g in CONF_DIR_GLOBS)
+        lines.append(
+            f"if d=$(resolve {d}); then "
+            f'for x in {globs}; do {{ [ -L "$x" ] || [ -f "$x" ]; }} && r {d}/"${{x##*/}}"; done; '
+            f"else r {d}; fi"
+        )
+    lines += ['printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"', "exit 0"]
+    res = host.run("\n".join(lines), timeout=60)
     ev = parse_output(res.stdout, token)
     out: list[tuple[str, bytes]] = []
     for path, st in ev.steps.items():
@@ -156,7 +163,40 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
                 f"cannot read {path}: {st.text.strip().splitlines()[-1] if st.text.strip() else 'error'}"
             )
         out.append((path, st.out))
-    return loaderconf.loader_order(out)
+    return out
+
+
+def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
+    """Every file the loader may read under `root` (like sysrc -R), in loader order: loader.conf,
+    loader.conf.local, device.hints, loader.conf.d, and whatever files and directories their
+    loader_conf_files / loader_conf_dirs / local_loader_conf_files name (in any loader generation),
+    followed round trip by round trip (a few at most)."""
+    from bsdcrypt.loadermodel import DEVICE_HINTS, needed, outcomes
+
+    root = root.rstrip("/")
+    paths = [loaderconf.LOADER_CONF, loaderconf.LOADER_CONF_LOCAL, DEVICE_HINTS]
+    dirs = [loaderconf.LOADER_CONF_DIR]
+    files = dict(_read_round(host, root, paths, dirs))
+    asked, listed = set(paths), set(dirs)
+    for _ in range(6):
+        outs = [o for major in (None, 12, 11) for o in outcomes(files.items(), "aesni", major, root)]
+        want, want_dirs = needed(outs)
+        new = sorted(p for p in want if p not in asked)
+        new_dirs = sorted({d.rstrip("/") or "/" for d in want_dirs} - listed)
+        if not new and not new_dirs:
+            return loaderconf.loader_order(list(files.items()))
+        if len(asked) + len(listed) + len(new) + len(new_dirs) > MAX_LOADER_PATHS:
+            break
+        bad = next((p for p in new + new_dirs if not p.startswith("/") or "\n" in p), None)
+        if bad is not None:
+            raise ActError(f"the loader configuration names {bad!r}, which is not an absolute path bsdcrypt can read")
+        files.update(_read_round(host, root, new, new_dirs))
+        asked.update(new)
+        listed.update(new_dirs)
+    raise ActError(
+        f"the loader configuration under {root or '/'} names more than {MAX_LOADER_PATHS} files and directories "
+        "(loader_conf_files, loader_conf_dirs): not one bsdcrypt will follow"
+    )
 
 
 def real_paths(host: Host, paths: list[str], root: str = "") -> dict[str, str]:

@@ -98,7 +98,14 @@ def persist_remedy(status: Status) -> str:
     if setting:
         return setting + " (do not edit the generated /boot/loader.conf by hand)"
     p = status.persist
-    if p.value is not None and p.source and p.source != "kernel":
+    if p.blacklisted:
+        return (
+            f"remove {driver} from module_blacklist at {p.blacklisted} (the loader skips a blacklisted "
+            f"module whatever {driver}_load says), then: bsdcrypt enable --persist"
+        )
+    if p.uncertain:
+        return f"bsdcrypt enable --persist   (makes every {driver}_load the loader may read last \"YES\")"
+    if p.value is not None and p.value.lower() != "yes" and p.source and p.source != "kernel":
         return (
             f"bsdcrypt enable --persist   (changes {driver}_load=\"{p.value}\" at {p.source} to \"YES\"; "
             "check first why it was turned off there)"
@@ -145,7 +152,8 @@ def findings(s: Status) -> list[Finding]:
         # with the CPU's AES unknown, the driver may have nothing to accelerate: unknown, not a warning
         severity = "critical" if geli_soft else ("warning" if cpu.aesni else "unknown")
         consumers = f"; GELI provider(s) {', '.join(g.name for g in geli_soft)} run in software" if geli_soft else ""
-        if s.persist.value is not None and not s.persist.configured and s.persist.source:
+        off = s.persist.value is not None and s.persist.value.lower() != "yes"
+        if off and s.persist.configured is False and s.persist.source:
             consumers += f"; {d.name}_load=\"{s.persist.value}\" at {s.persist.source} keeps it off at boot"
         if s.persist.configured:
             remedy = f"kldload {d.name}   (loader.conf already loads it at the next boot)"
@@ -243,6 +251,26 @@ def findings(s: Status) -> list[Finding]:
                 "info",
                 f"{d.name} is loaded; {what}",
                 "Check it stays selected: " + APPLIANCE_SETTING[s.os.variant],
+            )
+        )
+    if s.persist.blacklisted and not d.compiled_in:
+        out.append(
+            Finding(
+                "driver-blacklisted",
+                "critical" if geli_soft else "warning",
+                f"module_blacklist at {s.persist.blacklisted} names {d.name}: the loader skips a blacklisted "
+                f"module at boot, so {d.name}_load=\"YES\" has no effect (it can still be kldloaded by hand).",
+                f"If it was not meant: remove {d.name} from module_blacklist at {s.persist.blacklisted}, then "
+                "`bsdcrypt enable --persist` (bsdcrypt does not edit a blacklist).",
+            )
+        )
+    elif s.persist.uncertain and s.persist.configured is None and not d.compiled_in:
+        out.append(
+            Finding(
+                "persist-uncertain",
+                "unknown",
+                f"Whether the loader loads {d.name} at boot cannot be told: {s.persist.uncertain}.",
+                persist_remedy(s),
             )
         )
     p = s.persist

@@ -11,7 +11,8 @@ from dataclasses import replace
 
 from bsdcrypt import advice
 from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
-from bsdcrypt.loaderconf import all_assignments, effective, files_from_evidence, is_yes, read_by_loader
+from bsdcrypt.loaderconf import LOADER_CONF_DIR, all_assignments, files_from_evidence, is_yes
+from bsdcrypt.loadermodel import DEVICE_HINTS, GENERATION_NAMES, Outcome, agree, needed, outcomes
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.geli import parse_geli_list
 from bsdcrypt.parsers.kenv import parse_kenv, smbios_hypervisor
@@ -351,6 +352,9 @@ def _driver_infos(
 #   CPUID bit; arm64: HWCAP_AES); 14.0 amd64: AES-GCM when the CPU has AVX+PCLMULQDQ+MOVBE or
 #   VAES+VPCLMULQDQ (ossl_x86.c; FreeBSD-EN-23:17.ossl fixed it in 14.0). Never AES-XTS, GELI's default.
 # Whether stable/13 (13.1+) got AES-CBC is not verified, nor when 14-CURRENT did: accelerates_aes is None.
+# (Checked: freebsd-src's ossl.c @ed0f7721 has no cipher but ChaCha20; a later tree @298b6a0e has
+# ossl_lookup_cipher's CRYPTO_AES_CBC case and ossl_aes.c, but nothing in it tells main from stable/13;
+# no releng/13.x or stable/13 copy of sys/crypto/openssl was reachable. See docs/notes.md, issue 15.)
 OSSL_BASE = (
     "ChaCha20", "ChaCha20-Poly1305", "Poly1305", "SHA1", "SHA1-HMAC", "SHA2-224", "SHA2-224-HMAC",
     "SHA2-256", "SHA2-256-HMAC", "SHA2-384", "SHA2-384-HMAC", "SHA2-512", "SHA2-512-HMAC",
@@ -565,6 +569,41 @@ def loader_files_complete(ev: Evidence, major: int | None) -> str | None:
     return ", ".join(missing) or None
 
 
+UNCOLLECTED = "which the probe did not collect"  # in PersistInfo.uncertain: enable reads those files itself
+
+
+def _uncollected(ev: Evidence, outs: list[Outcome]) -> list[str]:
+    """What the loader may read that the probe did not collect (a file loader_conf_files names, a
+    directory loader_conf_dirs names). /boot/device.hints, which older probes did not read, is taken
+    to hold device hints only."""
+    paths, dirs = needed(outs)
+    out = [p for p in sorted(paths) if ev.step("file:" + p) is None and p != DEVICE_HINTS]
+    out += [d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and ev.step("dir:" + d.rstrip("/")) is None]
+    return out
+
+
+def _uncertainty(ev: Evidence, outs: list[Outcome], name: str) -> str | None:
+    missing = _uncollected(ev, outs)
+    if missing:
+        return f"the loader also reads {', '.join(missing[:3])}, {UNCOLLECTED}"
+    unmodelled = [u for o in outs for u in o.unmodelled]
+    if unmodelled:
+        return unmodelled[0]
+    if agree(outs, lambda o: o.loads) is None:
+        by_gen = {g: [o for o in outs if o.generation == g] for g in sorted({o.generation for o in outs})}
+        if len(by_gen) > 1 and all(agree(group, lambda o: o.loads) is not None for group in by_gen.values()):
+            yes = [GENERATION_NAMES[g] for g, group in by_gen.items() if group[0].loads]
+            return (
+                f"only {' and '.join(yes) or 'no generation'} loads it: the lua loaders before and since 14.1 read "
+                f"loader.conf.local and loader.conf.d in a different order, and {name} differs between them"
+            )
+        return (
+            f"{name} differs between loader.conf.d files, which the loader reads in directory order (not by "
+            "name): which one wins depends on the file system"
+        )
+    return None
+
+
 def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dmesg: DmesgBoot) -> PersistInfo:
     if driver.name is None:
         # no AES driver for this architecture: nothing to persist; architecture unknown: unknown
@@ -572,21 +611,26 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dm
     variant = os.variant
     name = f"{driver.name}_load"
     files = files_from_evidence(ev)
-    read = read_by_loader(files, os.major)
-    assignment = effective(read, name)
+    outs = outcomes(files, driver.name, os.major)
+    assignment = outs[0].load  # the likeliest generation, loader.conf.d by name
     value = assignment.value if assignment else None
     yes = is_yes(assignment)
     info = PersistInfo(value=value)
-    unread = [a for a in all_assignments([f for f in files if f not in read], name)]
+    read = {p for o in outs for p in o.order}
+    unread = [a for a in all_assignments([f for f in files if f[0] not in read], name) if "/loader.conf.d/" in a.path]
     if unread:
         info.ignored = f"{unread[-1].path}:{unread[-1].line}"
     if assignment is not None:
         info.source = f"{assignment.path}:{assignment.line}"
+    hit = next((o.blacklist for o in outs if o.blacklist is not None), None)
+    if hit is not None and not driver.compiled_in:
+        info.blacklisted = f"{hit.path}:{hit.line}"
     usable: bool | None = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
     if usable and cpu.aesni is None and driver.attached is not True or driver.state == "unknown":
         usable = None  # whether the CPU could use the driver, or the driver is there, is not known
     incomplete = loader_files_complete(ev, os.major)
     product_unknown = any(k not in ev.steps for k in PRODUCT_STEPS) and not stock_kernel(os)
+    loads = agree(outs, lambda o: o.loads)
     if driver.compiled_in:
         info.configured = True
         info.needed = False
@@ -606,8 +650,11 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dm
         else:
             info.configured = None
             info.reason = "the appliance's config.xml was not collected or not readable without root"
-    elif incomplete is None and not product_unknown and (yes or driver.compiled_in is False):
-        info.configured = yes
+    elif incomplete is None and not product_unknown and (loads or driver.compiled_in is False):
+        # every file the loader reads was collected (loadermodel: each loader generation, the
+        # loader.conf.d orders it may use); where they disagree, `uncertain` says why
+        info.uncertain = _uncertainty(ev, outs, name)
+        info.configured = None if info.uncertain else loads
         info.needed = usable if driver.state != "unknown" else None
     elif preloaded(dmesg, driver):
         # the loader loaded the module at the last boot, so the configuration it read loads it

@@ -212,21 +212,19 @@ def _last(ordered: list[tuple[str, bytes]], name: str) -> Assignment | None:
 
 
 def files_from_evidence(evidence: Evidence, root: str = "") -> list[tuple[str, bytes]]:
-    """The loader configuration files the probe read, in loader order (missing files are left out)."""
+    """The loader configuration files the probe read, in loader order (missing files are left out):
+    loader.conf, loader.conf.local, device.hints, the loader.conf.d entries and whatever files and
+    directories those name (every `file:` step but the probe's few non-loader files)."""
+    from bsdcrypt.probe import FILES, LOADER_FILES
+
     root = root.rstrip("/")
+    other = {root + p for p in FILES if p not in LOADER_FILES}
     out: list[tuple[str, bytes]] = []
-    conf = evidence.file(root + LOADER_CONF)
-    if conf is not None:
-        out.append((root + LOADER_CONF, conf))
-    for path in evidence.files_under(root + LOADER_CONF_DIR):
-        if path.endswith(".conf"):
-            data = evidence.file(path)
-            if data is not None:
-                out.append((path, data))
-    local = evidence.file(root + LOADER_CONF_LOCAL)
-    if local is not None:
-        out.append((root + LOADER_CONF_LOCAL, local))
-    return out
+    for key, st in evidence.steps.items():
+        path = key[len("file:") :]
+        if key.startswith("file:") and st.ok and path not in other and path.startswith(root + "/"):
+            out.append((path, st.out))
+    return loader_order(out)
 
 
 def read_by_loader(files: Sequence[tuple[str, bytes]], major: int | None) -> list[tuple[str, bytes]]:
@@ -357,45 +355,68 @@ def _winner(ordered: list[tuple[str, bytes]], name: str) -> tuple[str, Line] | N
     return found
 
 
-def _check_yes(files: list[tuple[str, bytes]], name: str) -> bool:
-    """Effective "yes" under the current loader order and the pre-14.1 order."""
-    for ordered in (loader_order(files), _old_order(files)):
-        w = _winner(ordered, name)
-        if w is None or not is_yes(w[1].assignment(w[0])):
-            return False
-    return True
+def _not_yes(
+    files: list[tuple[str, bytes]], name: str, major: int | None, root: str
+) -> tuple[str, Assignment | None] | None:
+    """(generation, the assignment in effect there) of a loader run in which `name` is not YES, or None
+    when every generation and directory order the release may boot with reads YES."""
+    from bsdcrypt.loadermodel import outcomes
+
+    module = name.removesuffix("_load")
+    for o in outcomes(files, module, major, root):
+        if not o.yes:
+            return o.generation, o.load
+    return None
 
 
-def set_yes(files: Sequence[tuple[str, bytes]], name: str = "aesni_load", root: str = "") -> list[FileEdit]:
-    """The smallest edits that make `name` effectively YES; [] if it already is (idempotent).
+def set_yes(
+    files: Sequence[tuple[str, bytes]], name: str = "aesni_load", root: str = "", major: int | None = None
+) -> list[FileEdit]:
+    """The smallest edits that make `name` YES in every way the loader may read it; [] if it already is.
 
-    * The winning assignment is not YES: edit that line in place (in loader.conf.local if that is
-      where the override is), keeping its quoting; the old value goes into a trailing marker comment.
-    * No assignment at all: append `name="YES"` to <root>/boot/loader.conf with the file's own line
+    The loader is followed as `bsdcrypt.loadermodel` models it, for every generation release `major`
+    may boot with and every order of loader.conf.d (which the loader reads in directory order, not by
+    name). While some run of it does not read YES:
+    * its assignment in effect is not YES: edit that line in place (in loader.conf.local, a
+      loader.conf.d file or a file loader_conf_files names, wherever it is), keeping its quoting; the
+      old value goes into a trailing marker comment;
+    * it makes no assignment: append `name="YES"` to <root>/boot/loader.conf with the file's own line
       ending, adding the missing final newline first; create the file if it does not exist.
-    Every other byte is kept.  The result is re-parsed and checked before it is returned.
+    So every assignment the loader may read last ends up YES, whatever the order. Every other byte is
+    kept. The result is checked again before it is returned (EditError if it cannot be made so).
     """
+    from bsdcrypt.loadermodel import GENERATION_NAMES
+
     current = {path: data for path, data in files}
     order = [path for path, _ in loader_order(list(files))]
     original = dict(current)
     created: set[str] = set()
+    root = root.rstrip("/")
 
     def snapshot() -> list[tuple[str, bytes]]:
         return [(p, current[p]) for p in order]
 
-    for _ in range(len(order) + 2):
-        if _check_yes(snapshot(), name):
+    appended = False
+    for _ in range(4 * len(order) + 4):
+        miss = _not_yes(snapshot(), name, major, root)
+        if miss is None:
             break
-        w = _winner(loader_order(snapshot()), name)
-        if w is not None and not is_yes(w[1].assignment(w[0])):
-            current[w[0]] = _set_line_yes(current[w[0]], w[1])
-            continue
-        w = _winner(_old_order(snapshot()), name)
-        if w is not None and not is_yes(w[1].assignment(w[0])):
-            current[w[0]] = _set_line_yes(current[w[0]], w[1])
-            continue
-        # No assignment anywhere: append to loader.conf.
-        target = next((p for p in order if _rank(p) == (0, "")), root.rstrip("/") + LOADER_CONF)
+        gen, winner = miss
+        if winner is not None and winner.path in current:
+            line = next(
+                (ln for ln in parse(current[winner.path]) if ln.number == winner.line and ln.kind == "assign"), None
+            )
+            if line is not None and line.name == name and not is_yes(line.assignment(winner.path)):
+                current[winner.path] = _set_line_yes(current[winner.path], line)
+                continue
+        if appended:
+            raise EditError(
+                f"cannot make {name}=\"YES\" effective for {GENERATION_NAMES.get(gen, gen)}: it does not read "
+                f"the line appended to {root + LOADER_CONF}"
+                + (f" (the assignment in effect is {winner.path}:{winner.line})" if winner else "")
+            )
+        # No assignment in effect: append to loader.conf.
+        target = next((p for p in order if _rank(p) == (0, "")), root + LOADER_CONF)
         if target not in current:
             current[target] = b""
             original[target] = b""
@@ -408,10 +429,11 @@ def set_yes(files: Sequence[tuple[str, bytes]], name: str = "aesni_load", root: 
             data += eol
             tag = b"added+eol"
         current[target] = data + name.encode() + b'="YES"' + MARK + tag + eol
+        appended = True
     else:  # pragma: no cover - each step converts one line; cannot loop
         raise EditError(f"could not make {name} effective")
 
-    if not _check_yes(snapshot(), name):  # pragma: no cover - defensive
+    if _not_yes(snapshot(), name, major, root) is not None:  # pragma: no cover - defensive
         raise EditError(f"internal error: {name} is not effective after the edit")
     edits = [
         FileEdit(path, original[path], current[path], existed=path not in created)
@@ -502,12 +524,28 @@ def restore(files: Sequence[tuple[str, bytes]], name: str = "aesni_load") -> lis
     return edits
 
 
+def _line_key(text: bytes) -> bytes:
+    """A line without its trailing white space (a CR of CRLF included): what the loader parses of it
+    does not change when the editor adds a line ending after it (a last line "junk\\r" becoming
+    "junk\\r\\r\\n" in a CRLF file)."""
+    return text.rstrip(b" \t\v\f\r")
+
+
 def _verify_no_new_malformed(edit: FileEdit) -> None:
-    """Never write a line the loader could fail to parse: no line may become malformed."""
-    before = {_split_cr(ln.text)[0] for ln in parse(edit.before) if ln.kind == "malformed"}
+    """Never write a line the loader could fail to parse: no line may become malformed. A line that
+    was malformed already and that the edit leaves as it was (see `_line_key`) is not the edit's: it
+    is warned about (plan), never a reason to refuse."""
+    before: dict[bytes, int] = {}
+    for ln in parse(edit.before):
+        if ln.kind == "malformed":
+            before[_line_key(ln.text)] = before.get(_line_key(ln.text), 0) + 1
     for ln in parse(edit.after):
-        if ln.kind == "malformed" and _split_cr(ln.text)[0] not in before:
+        if ln.kind != "malformed":
+            continue
+        key = _line_key(ln.text)
+        if before.get(key, 0) <= 0:
             raise EditError(f"refusing to write {edit.path}: line {ln.number} would be malformed")
+        before[key] -= 1
 
 
 def apply(files: Sequence[tuple[str, bytes]], edits: Iterable[FileEdit]) -> list[tuple[str, bytes]]:

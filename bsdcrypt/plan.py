@@ -51,6 +51,8 @@ class PlanInput:
     kernel_ident: str | None = None  # GENERIC, HARDENEDBSD, TRUENAS, a custom config name
     root_release: str | None = None  # with --root: the userland release of the system at DIR
     root_variant: str | None = None  # with --root: the product at DIR (pfsense, opnsense, ...), from its files
+    major: int | None = None  # the release's major number: which loader generations read the files
+    blacklisted: str | None = None  # FILE:LINE of a module_blacklist that names the driver
 
     @classmethod
     def from_status(cls, s: Status) -> PlanInput:
@@ -70,6 +72,8 @@ class PlanInput:
             persisted=s.persist.configured,
             geli_software=geli,
             kernel_ident=s.os.kernel_ident,
+            major=s.os.major,
+            blacklisted=s.persist.blacklisted,
         )
 
 
@@ -157,9 +161,53 @@ def _geli_note(p: PlanInput, driver: str) -> Note | None:
     )
 
 
-def _persist_actions(files: Sequence[tuple[str, bytes]], driver: str, root: str) -> list[Action]:
+def blacklist_refusal(files: Sequence[tuple[str, bytes]], driver: str, major: int | None, root: str) -> Refuse | None:
+    """A refusal when `module_blacklist` names the driver in some way the loader may read it: the lua
+    loader then skips `<driver>_load="YES"` (config.lua `loadModule`). bsdcrypt does not edit a
+    blacklist: someone put the driver there on purpose."""
+    from bsdcrypt.loadermodel import outcomes
+
+    hits = [o.blacklist for o in outcomes(files, driver, major, root) if o.blacklist is not None]
+    if not hits:
+        return None
+    where = f"{hits[0].path}:{hits[0].line}"
+    return Refuse(
+        f'module_blacklist at {where} names {driver}, so the loader skips {driver}_load="YES" at boot '
+        "whatever it says",
+        f"if {driver} was blacklisted by mistake, remove it from module_blacklist at {where} and run "
+        f"bsdcrypt enable --persist again (until then `kldload {driver}` still works, for this boot only)",
+    )
+
+
+def _order_note(files: Sequence[tuple[str, bytes]], name: str, edits: Sequence[FileEdit]) -> Note | None:
+    """Say so when loader.conf.d files assign `name`: the loader reads them in directory order."""
+    from bsdcrypt.loadermodel import conf_dir_entry
+
+    in_dirs = [
+        a
+        for path, data in files
+        if "/loader.conf.d/" in path and conf_dir_entry(path.rsplit("/", 1)[-1])
+        for a in loaderconf.assignments(path, data)
+        if a.name == name
+    ]
+    if len({a.path for a in in_dirs}) < 2:
+        return None
+    where = ", ".join(f"{a.path}:{a.line}" for a in in_dirs[:5])
+    changed = "; bsdcrypt makes every one it may read last YES" if edits else ""
+    return Note(
+        f"{name} is set in several loader.conf.d files ({where}): the loader reads that directory in "
+        f"directory order, not by name, so no one of them is sure to be read last{changed}."
+    )
+
+
+def _persist_actions(
+    files: Sequence[tuple[str, bytes]], driver: str, root: str, major: int | None = None
+) -> list[Action]:
     name = f"{driver}_load"
     out: list[Action] = []
+    refusal = blacklist_refusal(files, driver, major, root)
+    if refusal is not None:
+        return [refusal]
     bad = [(path, n) for path, data in files for n in loaderconf.malformed(data)]
     if bad:
         where = ", ".join(f"{path}:{n}" for path, n in bad[:5])
@@ -178,7 +226,10 @@ def _persist_actions(files: Sequence[tuple[str, bytes]], driver: str, root: str)
                 "undo that line."
             )
         )
-    edits = loaderconf.set_yes(files, name, root=root)
+    edits = loaderconf.set_yes(files, name, root=root, major=major)
+    note = _order_note(files, name, edits)
+    if note is not None:
+        out.append(note)
     if not edits:
         eff = loaderconf.effective(files, name)
         where = f" ({eff.path}:{eff.line})" if eff else ""
@@ -247,7 +298,7 @@ def plan_enable(
         if rel is None:
             unknown = f"the release of the system at {root} is unknown"
             act.append(Note(f"{unknown} ({root}/bin/freebsd-version missing or unparsable)."))
-        act.extend(_persist_actions(files, drv, root))
+        act.extend(_persist_actions(files, drv, root, rel.major if rel else None))
         return plan
 
     if p.os_name not in FREEBSD_FAMILY and p.variant not in APPLIANCES + ("hardenedbsd",):
@@ -382,11 +433,18 @@ def plan_enable(
         act.append(Note(f"{driver} is already loaded and attached."))
 
     if persist:
-        persisting = _persist_actions(files, driver, root)
+        persisting = _persist_actions(files, driver, root, p.major)
         writes = any(isinstance(a, WriteFile) for a in persisting)
         if writes and p.is_root is False and not any(isinstance(a, Refuse) for a in act):
             act.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)", needs_root=True))
         act.extend(persisting)
+    elif p.blacklisted:
+        act.append(
+            Note(
+                f"module_blacklist at {p.blacklisted} names {driver}: the loader skips it at boot, so it is "
+                f"loaded for this boot only (remove it from the blacklist before --persist)."
+            )
+        )
     elif p.persisted is False:
         act.append(Note(f"nothing loads {driver} at boot yet: add --persist to keep it after a reboot."))
 

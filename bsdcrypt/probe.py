@@ -89,8 +89,18 @@ FILES: tuple[str, ...] = (
     "/var/run/dmesg.boot",
     "/boot/loader.conf",
     "/boot/loader.conf.local",
+    "/boot/device.hints",
 )
+# The files the loader reads by default (/boot/defaults/loader.conf's loader_conf_files, and
+# local_loader_conf_files since 14.1); every other `file:` step of the probe is not a loader file,
+# except the ones under LOADER_CONF_DIR and those the loader files name (`extra_loader_files`).
+LOADER_FILES = ("/boot/loader.conf", "/boot/loader.conf.local", "/boot/device.hints")
 LOADER_CONF_DIR = "/boot/loader.conf.d"
+# config.lua reads the loader_conf_dirs entries matching the Lua pattern ".conf$" (one character, then
+# "conf"): the two sh globs that match the same names, hidden ones included.
+CONF_DIR_GLOBS = ("?*conf", ".*conf")
+MAX_NAMED = 16  # paths named by loader_conf_files / loader_conf_dirs / local_loader_conf_files, at most
+MAX_NAMED_BYTES = 1048577  # of each named file (one more than enable edits: a bigger one is refused there)
 MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRIVERS)
 
 
@@ -127,9 +137,9 @@ def build_script(token: str, *, buffered: bool = True) -> str:
     ]
     steps = [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
     steps += [f"s {sh_quote('file:' + path)} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
-    steps.append(
-        f"for x in {LOADER_CONF_DIR}/*.conf; do [ -f \"$x\" ] && s \"file:$x\" 'cat -- \"$x\"'; done"
-    )
+    globs = " ".join(f"{LOADER_CONF_DIR}/{g}" for g in CONF_DIR_GLOBS)
+    steps.append(f"for x in {globs}; do [ -f \"$x\" ] && s \"file:$x\" 'cat -- \"$x\"'; done")
+    steps += _named_files_script(globs)
     steps += [f"s {sh_quote('exists:' + path)} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
     if buffered:
         lines += ["bsdcrypt_steps() {", *(f"  {line}" for line in steps[1:]), "}"]
@@ -141,6 +151,29 @@ def build_script(token: str, *, buffered: bool = True) -> str:
         lines += steps
     lines.append("exit 0")
     return "\n".join(lines) + "\n"
+
+
+def _named_files_script(globs: str) -> list[str]:
+    """Sh lines that read what the loader files name in loader_conf_files, loader_conf_dirs and
+    local_loader_conf_files (a file: its content; a directory: a `dir:` step and its *conf files), two
+    levels deep and at most MAX_NAMED paths: the probe stays one bounded round trip. Names come from
+    the assignment lines' words that start with "/"; Python decides what the loader really reads
+    (bsdcrypt.loadermodel) and says "unknown" for anything named that was not collected."""
+    dir_globs = " ".join(f'"$z"/{g}' for g in CONF_DIR_GLOBS)
+    return [
+        "refs() { grep -hsE '^[[:space:]]*(loader_conf_files|loader_conf_dirs|local_loader_conf_files)"
+        "[[:space:]]*=' \"$@\" </dev/null | sed 's/#.*//' | tr -s ' \\t\"=' '\\n\\n\\n\\n' | grep '^/'; }",
+        f"L=' {' '.join(LOADER_FILES)} '; N=0; R=",
+        "named() { set -f; set -- $1; set +f; for z; do case $L in *\" $z \"*) continue ;; esac; [ \"$N\" -lt "
+        f"{MAX_NAMED} ] || return 0; N=$((N + 1)); L=\"$L$z \"; "
+        f'if [ -d "$z" ]; then s "dir:$z" true; for y in {dir_globs}; do [ -f "$y" ] && '
+        f's "file:$y" \'head -c {MAX_NAMED_BYTES} -- "$y"\' && R="$R $y"; done; '
+        f'elif [ -f "$z" ]; then s "file:$z" \'head -c {MAX_NAMED_BYTES} -- "$z"\' && R="$R $z"; '
+        # not there, or not a regular file (a device, a FIFO: nothing the loader can read at boot)
+        'else s "file:$z" \'echo "not a regular file"; exit 1\'; fi; done; }',
+        f"set -f; P=$(set +f; refs {' '.join(LOADER_FILES)} {globs}); set +f; named \"$P\"",
+        'set -f; P=$(refs $R); set +f; R=; named "$P"',
+    ]
 
 
 def new_token() -> str:

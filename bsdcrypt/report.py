@@ -56,6 +56,10 @@ def table(s: Status) -> str:
             persist = f"inferred: by the {product} crypto setting (config.xml not readable)"
         else:
             persist += f"  (the {product} crypto setting: {(p.source or '').split('(', 1)[-1].rstrip(')')})"
+    if p.blacklisted:
+        persist += f"  (blacklisted: module_blacklist at {p.blacklisted})"
+    elif p.uncertain and p.configured is None:
+        persist += f"  ({p.uncertain})"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
     if p.configured is None and p.reason and not d.compiled_in:

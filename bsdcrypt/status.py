@@ -73,6 +73,8 @@ class PersistInfo:
     value: str | None = None  # the effective <driver>_load value, if any
     ignored: str | None = None  # FILE:LINE of a <driver>_load this release's loader does not read
     reason: str | None = None  # why configured is unknown: the evidence that was missing
+    blacklisted: str | None = None  # FILE:LINE of a module_blacklist naming the driver (the loader skips it)
+    uncertain: str | None = None  # why whether the loader loads it at boot cannot be told
 
 
 @dataclass

@@ -31,12 +31,13 @@ def enabled() -> bool:
 
 def probe_commands() -> list[str]:
     """What the probe script runs, one command a line (as built by probe.build_script)."""
-    from bsdcrypt.probe import FILES, LOADER_CONF_DIR, MODULE_FILES, STEPS
+    from bsdcrypt.probe import CONF_DIR_GLOBS, FILES, LOADER_CONF_DIR, MODULE_FILES, STEPS
 
     return [
         *(cmd for _, cmd in STEPS),
         *(f"cat {path}" for path in FILES),
-        f"cat {LOADER_CONF_DIR}/*.conf",
+        "cat " + " ".join(f"{LOADER_CONF_DIR}/{g}" for g in CONF_DIR_GLOBS),
+        "cat what loader_conf_files, loader_conf_dirs and local_loader_conf_files name",
         *(f"test -e {path}" for path in MODULE_FILES),
     ]
 

@@ -149,6 +149,18 @@ def _execute(
         # With --root the files come from DIR; otherwise the probe already read them (the write
         # re-checks their content on the host, so a change in between is caught, not clobbered).
         files = read_loader_files(host, root) if root else files_from_evidence(evidence)
+        from bsdcrypt.assess import UNCOLLECTED
+
+        if not root and UNCOLLECTED in (status.persist.uncertain or ""):
+            from bsdcrypt.act import ActError
+            from bsdcrypt.recording import ReplayHost
+            from bsdcrypt.verbose import unwrap
+
+            if not isinstance(unwrap(host), ReplayHost):  # follow loader_conf_files & co. to the end
+                try:
+                    files = read_loader_files(host)
+                except ActError as exc:
+                    fail(str(exc))
         inp = PlanInput.from_status(status)
         major = status.os.major
         if root:
@@ -164,6 +176,7 @@ def _execute(
                 inp = replace(inp, arch=system.arch, driver=primary_driver(system.arch))
             rel = parse_release(inp.root_release) if inp.root_release else None
             major = rel.major if rel else None
+            inp = replace(inp, major=major, blacklisted=None)
         # Before 13.0 the loader does not read loader.conf.d: lines there neither count nor get edited.
         files = read_by_loader(files, major)
         for path, data in files:
@@ -218,13 +231,15 @@ def _execute(
             typer.echo(f"bsdcrypt: {exc}", err=True)
             raise typer.Exit(130) from exc
         if plan.writes:
-            from bsdcrypt.loaderconf import effective, is_yes
+            from bsdcrypt.loaderconf import effective
+            from bsdcrypt.loadermodel import outcomes
 
             driver = loader_driver(inp)
             reread = read_by_loader(read_loader_files(host, root), major)
             eff = effective(reread, f"{driver}_load")
             where = f"{eff.path}:{eff.line}" if eff else "nowhere"
-            state = "in effect" if is_yes(eff) else "not in effect"
+            loads = all(o.loads for o in outcomes(reread, driver, major, root))
+            state = "in effect" if loads else "not in effect"
             typer.echo(f'  re-read: {driver}_load="YES" is {state} ({where})', err=fmt == "json")
         if eb is not None:
             after_status = assess(gather(host), host.name, host.spec)
