@@ -93,6 +93,7 @@ STATUS_FORMATS_HELP = {
     "yaml": "the same as YAML",
     "nagios": "one monitoring-plugins line, exit 0/1/2/3",
     "prometheus": "node_exporter textfile collector",
+    "html": "one self-contained HTML page (docs/output.md)",
 }
 FLEET_FORMATS_HELP = {
     "table": "one row per host (the default)",
@@ -100,6 +101,7 @@ FLEET_FORMATS_HELP = {
     "yaml": "the same as YAML",
     "csv": "one flat row per host",
     "prometheus": "node_exporter textfile collector",
+    "html": "one self-contained HTML page: charts, sortable table, details",
 }
 
 
@@ -219,7 +221,8 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        help="table, json, yaml, nagios (one line, monitoring-plugins exit codes) or prometheus (textfile collector).",
+        help="table, json, yaml, nagios (one line, monitoring-plugins exit codes), prometheus (textfile collector) "
+        "or html (one self-contained page).",
         autocompletion=complete_format,
     ),
 ]
@@ -243,7 +246,9 @@ def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
 # fleet-audit and analyze: one row per host
 FleetFormatOpt = Annotated[
     str,
-    typer.Option("--format", "-f", help="table, json, yaml, csv or prometheus.", autocompletion=complete_fleet_format),
+    typer.Option(
+        "--format", "-f", help="table, json, yaml, csv, prometheus or html.", autocompletion=complete_fleet_format
+    ),
 ]
 OutputOpt = Annotated[
     str | None,

@@ -25,14 +25,15 @@ SYSCTL_OIDS = (
 CRYPTO_DRIVERS = ("aesni", "ossl", "armv8crypto", "padlock")
 
 OPENSSL_PROGRAMS = ("/usr/bin/openssl", "/usr/local/bin/openssl")
-# Services whose crypto OPENSSL_ia32cap can speed up (tor's cells are AES-CTR; TLS servers; sshd).
+# Services whose crypto OPENSSL_ia32cap can speed up (tor's cells are AES-CTR; TLS servers; sshd). The
+# libcrypto lines of ldd without their load addresses (they change from run to run).
 SERVICE_BINARIES = (
     "/usr/local/bin/tor", "/usr/bin/tor", "/usr/sbin/tor", "/usr/local/sbin/nginx", "/usr/sbin/nginx",
     "/usr/local/sbin/haproxy", "/usr/sbin/haproxy", "/usr/local/sbin/openvpn", "/usr/sbin/openvpn", "/usr/sbin/sshd",
 )
 CRYPTO_LINKS = (
     f"for b in {' '.join(SERVICE_BINARIES)}; do [ -x \"$b\" ] || continue; echo \"== $b\";"
-    " ldd \"$b\" 2>&1 | grep -E 'lib(crypto|nss3)[.-]'; done; exit 0"
+    " ldd \"$b\" 2>&1 | grep -E 'lib(crypto|nss3)[.-]' | sed 's/ *(0x[0-9a-fA-F]*)$//'; done; exit 0"
 )
 # Where a per-service or (wrongly) global OPENSSL_ia32cap can live, FreeBSD and Linux alike.
 OVERRIDE_FILES = (

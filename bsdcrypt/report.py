@@ -1,4 +1,4 @@
-"""Renderers: table (default), JSON, YAML, the monitoring-plugins line and Prometheus text."""
+"""Renderers: table (default), JSON, YAML, the monitoring-plugins line, Prometheus text and HTML."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from bsdcrypt.advice import VARIANT_NAMES
 from bsdcrypt.status import SEVERITY_RANK, Status
 
-FORMATS = ("table", "json", "yaml", "nagios", "prometheus")
+FORMATS = ("table", "json", "yaml", "nagios", "prometheus", "html")
 
 
 def _yesno(value: bool | None) -> str:
@@ -147,4 +147,8 @@ def render(s: Status, fmt: str) -> str:
         from bsdcrypt import prometheus
 
         return prometheus.render([s], timestamp=time.time())
+    if fmt == "html":
+        from bsdcrypt.render.html import status_page  # Jinja2: only on this path
+
+        return status_page(s, s.source)
     return table(s)

@@ -161,10 +161,13 @@ SHIPPED = [line.split()[0] for line in _cli("recordings").stdout.splitlines() if
 
 
 def test_format_values_complete() -> None:
-    assert _complete_bash("bsdcrypt", "status", "--format", "") == ["table", "json", "yaml", "nagios", "prometheus"]
+    assert _complete_bash("bsdcrypt", "status", "--format", "") == ["table", "json", "yaml", "nagios", "prometheus",
+                                                                    "html"]
     assert _complete_bash("bsdcrypt", "status", "-f", "n") == ["nagios"]
     assert _complete_bash("bsdcrypt", "fleet-audit", "--format", "c") == ["csv"]
-    assert _complete_bash("bsdcrypt", "analyze", "-f", "") == ["table", "json", "yaml", "csv", "prometheus"]
+    assert _complete_bash("bsdcrypt", "analyze", "-f", "") == ["table", "json", "yaml", "csv", "prometheus", "html"]
+    assert _complete_bash("bsdcrypt", "fleet-audit", "-f", "h") == ["html"]
+    assert _complete_bash("bsdcrypt", "bench", "--format", "") == ["table", "json", "yaml", "prometheus", "html"]
 
 
 def test_host_completes_local_and_shipped_recordings() -> None:
@@ -185,7 +188,7 @@ def test_option_equals_value_completes() -> None:
     `=` or colon."""
     assert _complete_bash("bsdcrypt", "status", "--format", "=", "nag") == ["nagios"]
     assert _complete_bash("bsdcrypt", "status", "--format", "=", "") == ["table", "json", "yaml", "nagios",
-                                                                         "prometheus"]
+                                                                         "prometheus", "html"]
     got = _complete_bash("bsdcrypt", "status", "--host", "=", "replay", ":", "freebsd-13.0-hy")
     assert got == ["freebsd-13.0-hyperv-builtin"]
     got = _complete_bash("bsdcrypt", "status", "--host", "=", "replay", ":")

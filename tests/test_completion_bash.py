@@ -64,6 +64,8 @@ def completion_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("status --host replay:fixtures/hosts/freebsd-13.0-hy",
          b"status --host replay:fixtures/hosts/freebsd-13.0-hyperv-builtin.yaml "),
         ("status -f nag", b"status -f nagios "),
+        ("status -f ht", b"status -f html "),
+        ("fleet-audit hosts.txt --format=ht", b"fleet-audit hosts.txt --format=html "),
     ],
 )
 def test_bash_completes_on_the_command_line(completion_script: Path, typed: str, line: bytes) -> None:

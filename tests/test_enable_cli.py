@@ -223,3 +223,39 @@ def test_loader_conf_local_linked_to_loader_conf_round_trips(tmp_path: Path) -> 
     undo = runner.invoke(app, ["disable", *args])
     assert undo.exit_code == 0, undo.output
     assert undo.output.count("  wrote ") == 1 and conf.read_bytes() == original
+
+
+def test_enable_under_root_follows_the_loader_not_name_order(tmp_path: Path) -> None:
+    """Issue 15: loader.conf.d read in directory order, a hidden *conf entry, and a file that
+    loader_conf_files names inside DIR: every aesni_load the loader may read last becomes YES (and
+    only those), the plan says why, and disable puts every byte back."""
+    _boot(tmp_path, b'loader_conf_files="/etc/site.conf"\n')
+    d = tmp_path / "boot" / "loader.conf.d"
+    d.mkdir()
+    (d / "a.conf").write_bytes(b'aesni_load="NO"\n')
+    (d / "b.conf").write_bytes(b'aesni_load="YES"\n')
+    (d / ".local_conf").write_bytes(b'aesni_load="no"\n')
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "site.conf").write_bytes(b'aesni_load="NO"\n')
+    before = {p: p.read_bytes() for p in (d / "a.conf", d / "b.conf", d / ".local_conf", tmp_path / "etc" / "site.conf")}
+    args = ["--persist", "--root", str(tmp_path), "--yes"]
+    first = runner.invoke(app, ["enable", *args])
+    assert first.exit_code == 0, first.output
+    assert "directory order, not by name" in first.output
+    assert (d / "a.conf").read_bytes() == b'aesni_load="YES" # bsdcrypt enable: was=NO\n'
+    assert (d / ".local_conf").read_bytes() == b'aesni_load="YES" # bsdcrypt enable: was=no\n'
+    # read right after loader.conf, before loader.conf.d, so never last: left as it is
+    assert (tmp_path / "etc" / "site.conf").read_bytes() == b'aesni_load="NO"\n'
+    assert 'aesni_load="YES" is in effect' in first.output
+    undo = runner.invoke(app, ["disable", *args])
+    assert undo.exit_code == 0, undo.output
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_enable_under_root_refuses_a_blacklisted_driver(tmp_path: Path) -> None:
+    data = b'aesni_load="YES"\nmodule_blacklist="${module_blacklist} aesni"\n'
+    conf = _boot(tmp_path, data)
+    result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path), "--yes"])
+    assert result.exit_code == 2, result.output
+    assert f"module_blacklist at {conf}:2 names aesni" in result.output
+    assert conf.read_bytes() == data

@@ -123,3 +123,12 @@ def test_hostile_override_lines_bring_no_control_characters() -> None:
     (o,) = s.userland_aes.overrides or []
     assert o.hazard == "unreadable" and o.value is None and "\x1b" not in o.file
     assert "\x1b" not in table(s) and "\x1b" not in nagios(s)
+
+
+def test_the_real_recording_with_the_userland_steps() -> None:
+    _, ev = load(ROOT / "fixtures" / "hosts" / "linux-debian12-epyc-openssl3-userland.yaml")
+    u = assess(ev, "h", "test").userland_aes
+    assert u.case == "aesni-visible" and u.overrides == []
+    assert [(lib.path, lib.version, lib.grammar, lib.aesni) for lib in u.libraries or []] == [
+        ("/usr/bin/openssl", "3.0.19", "two-word", True)]
+    assert [(s.binary, s.openssl) for s in u.services or []] == [("/usr/sbin/sshd", "/usr/bin/openssl")]

@@ -12,7 +12,7 @@ from bsdcrypt.cli import FleetFormatOpt, OutputOpt
 if TYPE_CHECKING:
     from bsdcrypt.fleet import FleetRun
 
-FORMATS = ("table", "json", "yaml", "csv", "prometheus")
+FORMATS = ("table", "json", "yaml", "csv", "prometheus", "html")
 
 
 def probe_script(
@@ -125,6 +125,11 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
         report = prometheus.render([r.status for r in fleet.sort_results(results)], timestamp=time.time())
     elif fmt == "table":
         report = _table(run)
+    elif fmt == "html":
+        from bsdcrypt.render.html import fleet_page  # Jinja2: only on this path
+
+        source = ", ".join("standard input" if f == "-" else f for f in files)
+        report = fleet_page(run, title="bsdcrypt fleet report (analyze)", source=source, command="analyze")
     else:
         report = fleet.render(run, fmt)
     from bsdcrypt.cli import write_report

@@ -24,7 +24,8 @@ from bsdcrypt.bench import (
 from bsdcrypt.bench.model import NO_BEFORE_COMPILED_IN, NO_BEFORE_LOADED, compare, userland_record
 from bsdcrypt.host import Host
 
-FORMATS = ("table", "json", "yaml", "prometheus")
+FORMATS = ("table", "json", "yaml", "prometheus", "html")
+COMPARE_FORMATS = ("table", "json", "yaml", "html")
 EXIT_INTERRUPTED = 130
 BAR_WIDTH = 40
 
@@ -173,6 +174,111 @@ def _dump(data: Any, fmt: str) -> str:
     return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000))
 
 
+# --------------------------------------------------------------------------- bench --compare
+
+
+def _ratios(runs: list[tuple[str, BenchResult]]) -> list[str]:
+    """Each later run's GELI median over the first run's, per direction ("2 vs 1 write: 5.3x")."""
+    out: list[str] = []
+    if len(runs) < 2:
+        return out
+    first = runs[0][1]
+    for n, (_, res) in enumerate(runs[1:], start=2):
+        for d in ("write", "read"):
+            a, b = res.get("geli", d), first.get("geli", d)
+            if a is not None and b is not None and b.median_bw > 0:
+                out.append(f"run {n} vs run 1, {d}: {a.median_bw / b.median_bw:.1f}x")
+    return out
+
+
+def _figure(m: Any) -> str:
+    text = f"{m.median_mib_s:6.0f} MiB/s"
+    if not m.single:
+        mibs = [x.bw_bytes / MIB for x in m.samples]
+        text += f"  [{min(mibs):.0f}..{max(mibs):.0f}, {len(m.samples)} runs, spread {m.spread_pct or 0:.1f}%]"
+    return text
+
+
+def render_compare(runs: list[tuple[str, BenchResult]], width: int = 32) -> str:
+    """The terminal comparison: the runs, then per direction a bar per run (GELI, then the md ceiling)."""
+    from bsdcrypt.render.bars import chart
+
+    lines = [f"comparing {len(runs)} bench record{'s' if len(runs) != 1 else ''}:"]
+    for n, (path, res) in enumerate(runs, start=1):
+        h = res.host
+        lines.append(f"  {n}  {_one_line(path)}")
+        lines.append(
+            f"     {h.hostname or '?'}  {h.release or ''} {h.arch or ''}  started {res.started or '?'}"
+            f"  GELI {res.geli_algorithm or res.params.ealgo} {res.geli_keylength or res.params.keylen}"
+            f"  crypto: {res.crypto or 'unknown'}" + (f"  ({res.context})" if res.context else "")
+        )
+    groups = []
+    for d in ("write", "read"):
+        rows: list[tuple[str, float, str]] = []
+        for n, (_, res) in enumerate(runs, start=1):
+            g, c = res.get("geli", d), res.get("md", d)
+            if g is not None:
+                rows.append((f"{n} GELI ({res.crypto or 'crypto unknown'})", g.median_mib_s, _figure(g)))
+            if c is not None:
+                rows.append((f"{n} md ceiling", c.median_mib_s, _figure(c)))
+        if rows:
+            groups.append((f"{d} (MiB/s, median of the runs; [min..max] with --repeat)", rows))
+    lines.append("")
+    body = chart(groups, width=width)
+    ratios = _ratios(runs)
+    tail = "".join(f"  {r}\n" for r in ratios)
+    return "\n".join(lines) + "\n" + body + ("\n" + tail if tail else "")
+
+
+def _one_line(text: str) -> str:
+    """A file name or host text on one terminal line: control characters shown as ?."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def compare_document(runs: list[tuple[str, BenchResult]]) -> dict[str, Any]:
+    return {
+        "kind": "bsdcrypt-bench-compare",
+        "records": [{"file": path, **res.to_record()} for path, res in runs],
+        "ratios_vs_first": _ratios(runs),
+    }
+
+
+def _compare(records: list[str], fmt: str, output: str | None) -> None:
+    from bsdcrypt.bench.records import expand, label, load, same_file
+    from bsdcrypt.cli import fail, write_report
+    from bsdcrypt.errors import BsdcryptError
+
+    if fmt not in COMPARE_FORMATS:
+        fail(f"--compare has no {fmt} report; choose one of: {', '.join(COMPARE_FORMATS)}")
+    if not records:
+        fail("--compare needs bench records: RECORD.json files or a folder of them (default: "
+             f"{default_results_dir()})")
+    try:
+        paths = expand(records)
+        if output is not None and output != "-":
+            from bsdcrypt.fsutil import check_output_path
+
+            check_output_path(output)
+            if any(same_file(output, p) for p in paths):
+                fail(f"the output {output} is one of the records to compare; nothing written")
+        runs = [(str(p), load(p)) for p in paths]
+    except BsdcryptError as exc:  # a bad record, an unwritable -o: one line naming it
+        fail(str(exc))
+    if fmt == "table":
+        text = render_compare(runs)
+    elif fmt == "html":
+        from bsdcrypt.render.html import BenchRun, bench_page
+
+        text = bench_page(
+            [BenchRun(f"{n}: {label(res)}", res, key=str(n)) for n, (_, res) in enumerate(runs, start=1)],
+            title="bsdcrypt bench comparison", command="bench --compare",
+            source=", ".join(p for p, _ in runs), ratios=_ratios(runs),
+        )
+    else:
+        text = _dump(compare_document(runs), fmt)
+    write_report(text, output)
+
+
 # --------------------------------------------------------------------------- enable --bench
 
 
@@ -184,8 +290,9 @@ class EnableBench:
     document whatever happens (an error, an interrupt).
     """
 
-    def __init__(self, fmt: str, save_dir: Path | None = None) -> None:
+    def __init__(self, fmt: str, save_dir: Path | None = None, html: str | None = None) -> None:
         self.fmt = fmt
+        self.html = html  # --bench-html FILE: the before/after page
         self.save_dir = default_results_dir() if save_dir is None else save_dir
         self.before: BenchResult | None = None
         self.after: BenchResult | None = None
@@ -265,6 +372,8 @@ class EnableBench:
         """Text: the before/after table (or what there is). JSON: kept for `close`."""
         if self.after is not None:
             self.speedup = compare(self.before, self.after, why_no_before)
+        if self.html:
+            self.write_html()
         if self.fmt != "text":
             return
         saved = "".join(f"saved: {p}\n" for p in self.saved)
@@ -273,6 +382,29 @@ class EnableBench:
         elif self.before is not None:
             text = render_table(self.before) + "  no 'after' measurement (it failed; see above)\n"
             typer.echo(text + saved, nl=False)
+
+    def write_html(self) -> None:
+        """--bench-html FILE: the runs there are (before, after or as it is), the speedup and its note."""
+        from bsdcrypt.cli import write_report
+        from bsdcrypt.render.html import BenchRun, bench_page, speedup_texts
+
+        runs = [BenchRun(k := (r.context or "run").split(": ")[-1], r, key=k)
+                for r in (self.before, self.after) if r is not None]
+        if not runs:
+            return
+        host = runs[0].result.host.hostname or "?"
+        note = self.speedup.note if self.speedup is not None else ""
+        page = bench_page(runs, title=f"bsdcrypt enable --bench on {host}", command="enable --bench",
+                          source=host + "".join(f"; saved {p}" for p in self.saved),
+                          ratios=[f"speedup, {t}" for t in speedup_texts(self.speedup)], note=note)
+        try:
+            write_report(page, self.html)
+        except OSError as exc:
+            self.errors.append(f"could not write {self.html}: {exc}")
+            typer.echo(f"bsdcrypt: could not write {self.html}: {exc}", err=True)
+            return
+        if self.fmt == "text":
+            typer.echo(f"bench report: {self.html}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -291,6 +423,19 @@ class EnableBench:
             typer.echo(json.dumps({**doc, "bench": self.to_dict()}, indent=2))
 
 
+BENCH_FORMATS_HELP = {
+    "table": "aligned text and bars (the default)",
+    "json": "the bench record (docs/bench.md)",
+    "yaml": "the same as YAML",
+    "prometheus": "node_exporter textfile collector",
+    "html": "one self-contained page charting the run(s)",
+}
+
+
+def _complete_format(incomplete: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in BENCH_FORMATS_HELP.items() if k.startswith(incomplete)]
+
+
 def _host_help() -> str:
     from bsdcrypt.cli import literal_help  # at registration time: cli is loaded by then
 
@@ -300,6 +445,12 @@ def _host_help() -> str:
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
+        records: Annotated[
+            list[str] | None,
+            typer.Argument(
+                help="With --compare: saved bench records (RECORD.json) or folders of them.", show_default=False
+            ),
+        ] = None,
         host: Annotated[
             str,
             typer.Option(
@@ -340,13 +491,26 @@ def register(app: typer.Typer) -> None:
                 "what was removed and left alone).",
             ),
         ] = False,
+        compare: Annotated[
+            bool,
+            typer.Option(
+                "--compare",
+                help="Run no bench: chart the saved RECORDS side by side (table: Unicode bars; -f html: one page).",
+            ),
+        ] = False,
         save: Annotated[
             str,
             typer.Option("--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench)."),
         ] = "",
         no_save: Annotated[bool, typer.Option("--no-save", help="Do not write a JSON record.")] = False,
         fmt: Annotated[
-            str, typer.Option("--format", "-f", help="table, json, yaml or prometheus (textfile collector).")
+            str,
+            typer.Option(
+                "--format",
+                "-f",
+                help="table, json, yaml, prometheus (textfile collector) or html (one page).",
+                autocompletion=_complete_format,
+            ),
         ] = "table",
         output: Annotated[
             str | None,
@@ -359,18 +523,27 @@ def register(app: typer.Typer) -> None:
 
         Cleans up on success, error, Ctrl-C and SIGTERM; removes what a crashed run of its own left.
 
+        With --compare it runs nothing and charts saved records instead (bench --compare DIR).
+
         Exit status: 0 done, 3 error, 130 interrupted.
         """
         from bsdcrypt import bench as engine
         from bsdcrypt.cli import fail, write_report
         from bsdcrypt.host import parse_host_spec
 
+        if compare:
+            _compare(records or [], fmt, output)
+            raise typer.Exit(0)
+        if records:
+            fail(f"unexpected argument {records[0]!r}: only bench --compare reads records")
         if fmt not in FORMATS:
             fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
         if userland and fmt == "prometheus":
             fail("--userland has no Prometheus metrics; use --format json or yaml")
         if cleanup and fmt == "prometheus":
             fail("--cleanup has no Prometheus metrics; use --format table, json or yaml")
+        if (userland or cleanup) and fmt == "html":
+            fail(f"{'--userland' if userland else '--cleanup'} has no HTML report; use --format table, json or yaml")
         if host.startswith("replay:"):
             fail("bench measures a live host (local or over SSH); a recording cannot run commands")
         if output is not None and output != "-":
@@ -451,5 +624,11 @@ def register(app: typer.Typer) -> None:
             from bsdcrypt.prometheus import render_bench
 
             write_report(render_bench(result.to_record(), h.spec, timestamp=time.time()), output)
+        elif fmt == "html":
+            from bsdcrypt.render.html import BenchRun, bench_page
+
+            page = bench_page([BenchRun(result.host.hostname or h.spec, result)], title="bsdcrypt bench",
+                              command="bench", source=h.spec + (f"; saved {saved}" if saved else ""))
+            write_report(page, output)
         else:
             write_report(_dump(result.to_record(), fmt), output)

@@ -116,7 +116,15 @@ def _one_write_per_file(host: Any, plan: Plan, files: list[tuple[str, bytes]], r
 
 
 def _execute(
-    host_spec: str, plan_for: PlanFor, *, dry_run: bool, yes: bool, fmt: str, root: str, bench: bool = False
+    host_spec: str,
+    plan_for: PlanFor,
+    *,
+    dry_run: bool,
+    yes: bool,
+    fmt: str,
+    root: str,
+    bench: bool = False,
+    bench_html: str | None = None,
 ) -> None:
     from bsdcrypt.act import perform, read_loader_files
     from bsdcrypt.assess import assess
@@ -190,7 +198,7 @@ def _execute(
         if bench and not dry_run and plan.refusal is None:
             from bsdcrypt.commands.bench import EnableBench
 
-            eb = EnableBench(fmt)
+            eb = EnableBench(fmt, html=bench_html)
         if fmt == "json":
             target = f"{status.host}:{root}" if root else status.host
             doc = {"host": target, "plan": plan_to_dict(plan)}
@@ -261,6 +269,10 @@ def enable(
     root: RootOpt = "",
     fmt: FormatOpt = "text",
     bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
+    bench_html: Annotated[
+        str | None,
+        typer.Option("--bench-html", help="With --bench: also write the before/after charts as one HTML page."),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="With --root: write aesni_load even for a 13.0+ system (custom kernel)."),
@@ -279,6 +291,16 @@ def enable(
             "--bench measures the running kernel, not the system at --root DIR: "
             "use --bench without --root"
         )
+    if bench_html is not None:
+        if not bench:
+            fail("--bench-html FILE goes with --bench (it is the page of the before/after measurements)")
+        from bsdcrypt.errors import BsdcryptError
+        from bsdcrypt.fsutil import check_output_path
+
+        try:
+            check_output_path(bench_html)  # before anything is changed or measured
+        except BsdcryptError as exc:
+            fail(str(exc))
     if force and not root:
         fail(
             "--force only applies with --root DIR (a 13.0+ system booting a custom kernel); on a running "
@@ -288,7 +310,7 @@ def enable(
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_enable(inp, files, persist=persist, root=root, force=force)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench, bench_html=bench_html)
 
 
 def disable(

@@ -10,7 +10,7 @@ import typer
 
 from bsdcrypt.cli import FleetFormatOpt, OutputOpt, literal_help, seconds
 
-FORMATS = ("table", "json", "yaml", "csv", "prometheus")
+FORMATS = ("table", "json", "yaml", "csv", "prometheus", "html")
 
 
 def fleet_audit(
@@ -115,7 +115,13 @@ def _fleet_audit(
     if not quiet:
         for note in run.duplicates:
             typer.echo(f"bsdcrypt: note: {note}", err=True)
-    report = fleet.render(run, fmt)
+    if fmt == "html":
+        from bsdcrypt.render.html import fleet_page  # Jinja2: only on this path
+
+        source = "standard input" if hosts_file == "-" else hosts_file
+        report = fleet_page(run, title="bsdcrypt fleet audit", source=source, command="fleet-audit")
+    else:
+        report = fleet.render(run, fmt)
     if output is None or output == "-":
         typer.echo(report, nl=False)
     else:

@@ -1,0 +1,1 @@
+"""Renderers, one module per format (the HTML page and its SVG charts live here)."""

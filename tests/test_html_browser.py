@@ -1,0 +1,194 @@
+"""The HTML reports in a real browser: headless Chromium (Debian's chromium + chromium-driver, via
+Selenium), offline. Reports from the shipped recordings, a hostile recording, one host's status and a
+bench; the loopback sshd fleet's report is tested in tests/fleet/test_fleet_html.py.
+
+Every wait is for a condition (a sort marker, a row count), with a generous deadline only as a net."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from htmlcheck import (
+    CHROMEDRIVER,
+    CHROMIUM,
+    FIXTURES,
+    HOSTILE_CPU,
+    HOSTILE_NAME,
+    HOSTILE_VALUE,
+    Browser,
+    hostile_recording,
+    png_size,
+    require_browser,
+    visible_rows,
+)
+from test_render_html import results_from
+
+from bsdcrypt import fleet
+from bsdcrypt.render import html
+from bsdcrypt.render.html import visible
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    require_browser()
+    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def assert_clean(b: Browser, url: str) -> None:
+    """No console message (a CSP violation, a script error) and no request but the file itself."""
+    messages = [m for m in b.console() if m.get("level") in ("SEVERE", "WARNING")]
+    assert messages == [], messages
+    assert set(b.requests()) <= {url}, b.requests()
+
+
+def click(b: Browser, css: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    b.wait(lambda d: d.find_element(By.CSS_SELECTOR, css).is_displayed())
+    b.driver.find_element(By.CSS_SELECTOR, css).click()
+
+
+@pytest.fixture(scope="module")
+def fleet_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, fleet.FleetRun]:
+    run = fleet.FleetRun(results_from(sorted(FIXTURES.glob("*.yaml"))), 2.5, 32, 30.0)
+    path = tmp_path_factory.mktemp("html") / "fleet.html"
+    path.write_text(html.fleet_page(run, title="bsdcrypt fleet audit", source="hosts.txt", command="fleet-audit"))
+    return path, run
+
+
+def test_fleet_report_sorts_and_filters_offline(browser: Browser, fleet_file: tuple[Path, fleet.FleetRun]) -> None:
+    path, run = fleet_file
+    b = browser
+    b.console(), b.requests()  # drop what an earlier page left in the logs
+    url = b.open(path)
+    b.wait(lambda d: not d.execute_script("return document.getElementById('controls').hidden"))
+    rows = visible_rows(b)
+    assert len(rows) == len(run.results)
+    ranks = [r["vk"] for r in rows]
+    assert ranks == sorted(ranks)  # needing action first, as the text table
+
+    click(b, "th[data-col='0'] button")  # host: ascending in host order
+    b.wait(lambda d: d.execute_script("return document.querySelector(\"th[data-col='0']\").ariaSort") == "ascending")
+    assert [r["hk"] for r in visible_rows(b)] == list(range(len(rows)))
+    click(b, "th[data-col='0'] button")
+    b.wait(lambda d: d.execute_script("return document.querySelector(\"th[data-col='0']\").ariaSort") == "descending")
+    assert [r["hk"] for r in visible_rows(b)] == list(reversed(range(len(rows))))
+    click(b, "th[data-col='6'] button")  # verdict
+    b.wait(lambda d: d.execute_script("return document.querySelector(\"th[data-col='6']\").ariaSort") == "ascending")
+    assert [r["vk"] for r in visible_rows(b)] == sorted(ranks)
+
+    from selenium.webdriver.common.by import By
+
+    box = b.driver.find_element(By.ID, "filter")
+    box.send_keys("opnsense")
+    want = sum(1 for r in run.results if "opnsense" in " ".join(fleet.row(r).values()).lower())
+    assert 0 < want < len(rows)
+    b.wait(lambda d: len(visible_rows(b)) == want)
+    assert all("OPNsense" in r["os"] for r in visible_rows(b))
+    assert b.js("return document.getElementById('count').textContent") == f"{want} of {len(rows)} hosts shown"
+    from selenium.webdriver.common.keys import Keys
+
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.BACKSPACE)  # typed away: an input event, as a user's
+    b.wait(lambda d: len(visible_rows(b)) == len(rows))
+
+    click(b, ".chip[data-verdict='ok']")  # hide the OK hosts
+    b.wait(lambda d: len(visible_rows(b)) == len(rows) - run.totals()["ok"])
+    assert all(r["v"] != "ok" for r in visible_rows(b))
+    click(b, ".chip[data-verdict='ok']")
+    b.wait(lambda d: len(visible_rows(b)) == len(rows))
+
+    click(b, "#host-table tbody tr a")  # the host link opens its details
+    b.wait(lambda d: d.execute_script("return document.querySelector(location.hash).closest('details').open"))
+    assert_clean(b, url.split("#")[0])
+    shot = b.screenshot("fleet.png")
+    width, height = png_size(shot)
+    assert width >= 1000 and height > 1000
+
+
+def test_report_reads_the_same_without_javascript(tmp_path: Path, fleet_file: tuple[Path, fleet.FleetRun]) -> None:
+    require_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}",
+                "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND"):
+        opts.add_argument(arg)
+    opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        path, run = fleet_file
+        d.get(path.as_uri())
+        from selenium.webdriver.common.by import By
+
+        rows = d.find_elements(By.CSS_SELECTOR, "#host-table tbody tr")
+        assert len(rows) == len(run.results) and all(r.is_displayed() for r in rows)
+        assert not d.find_element(By.ID, "controls").is_displayed()  # no dead controls without the script
+        assert d.find_elements(By.CSS_SELECTOR, "th button") == []  # the script did not run
+        assert len(d.find_elements(By.CSS_SELECTOR, "svg.chart")) >= 3
+    finally:
+        d.quit()
+
+
+def test_hostile_text_shows_as_text(browser: Browser, tmp_path: Path) -> None:
+    rec = hostile_recording(tmp_path)
+    run = fleet.FleetRun(results_from([rec, FIXTURES / "freebsd-13.0-hyperv-builtin.yaml"]), 0.1, 1, 1.0)
+    path = tmp_path / "hostile.html"
+    path.write_text(html.fleet_page(run, title=f"audit of {HOSTILE_NAME}", source=str(rec), command="fleet-audit"))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    b.wait(lambda d: not d.execute_script("return document.getElementById('controls').hidden"))
+    assert b.js("return window.__pwned === undefined")
+    assert b.js("return document.scripts.length") == 1 and b.js("return document.images.length") == 0
+    assert b.js("return document.querySelectorAll('[onmouseover],[onerror]').length") == 0
+    summaries = b.js("return Array.from(document.querySelectorAll('details summary')).map(s => s.textContent)")
+    assert any(visible(HOSTILE_NAME) in s for s in summaries), summaries
+    facts = b.js("return Array.from(document.querySelectorAll('.details p.kv')).map(x => x.textContent).join(' ')")
+    assert visible(HOSTILE_CPU) in facts and HOSTILE_VALUE in facts
+    assert visible(HOSTILE_NAME) in b.js("return document.title")
+    assert_clean(b, url)
+    b.screenshot("hostile.png")
+
+
+def test_status_page_for_one_host(browser: Browser, tmp_path: Path) -> None:
+    from bsdcrypt.pipeline import status_of
+    from bsdcrypt.recording import ReplayHost
+
+    s = status_of(ReplayHost.from_file(FIXTURES / "freebsd-12.2-bhyve-geli-software-aesni-kldloaded.yaml"))
+    path = tmp_path / "status.html"
+    path.write_text(html.status_page(s, "replay:freebsd-12.2-bhyve-geli-software-aesni-kldloaded"))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    b.wait(lambda d: d.execute_script("return document.querySelectorAll('.details li pre button.copy').length") > 0)
+    assert b.js("return document.querySelector('details').open")
+    assert_clean(b, url)
+    b.screenshot("status.png")
+
+
+def test_bench_comparison_page(browser: Browser, tmp_path: Path) -> None:
+    from test_bench_html import published_pair
+
+    from bsdcrypt.bench.records import label, load
+    from bsdcrypt.render.html import BenchRun, bench_page
+
+    runs = [BenchRun(f"{n}: {label(load(p))}", load(p), key=str(n)) for n, p in enumerate(published_pair(tmp_path), 1)]
+    path = tmp_path / "compare.html"
+    path.write_text(bench_page(runs, title="bsdcrypt bench comparison", command="bench --compare", source="records",
+                               ratios=["run 2 vs run 1, write: 5.3x"]))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    widths = b.js("return Array.from(document.querySelectorAll('svg.chart rect')).map(r => r.getBBox().width)")
+    assert len(widths) == 2 and widths[0] < widths[1]  # drawn, software shorter than accelerated
+    assert_clean(b, url)
+    b.screenshot("bench-compare.png")
