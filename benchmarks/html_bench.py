@@ -52,13 +52,13 @@ def make_run(n: int):  # type: ignore[no-untyped-def]
 
 
 def baseline_page(run) -> str:  # type: ignore[no-untyped-def]
-    from bsdcrypt import fleet
+    from bsdcrypt.render import fleet as fleet_render
 
-    head = "".join(f"<th>{stdhtml.escape(h)}</th>" for h in fleet.HEADERS.values())
+    head = "".join(f"<th>{stdhtml.escape(h)}</th>" for h in fleet_render.HEADERS.values())
     rows = []
-    for r in fleet.sort_results(run.results):
-        cells = fleet.row(r)
-        rows.append("<tr>" + "".join(f"<td>{stdhtml.escape(cells[k])}</td>" for k in fleet.HEADERS) + "</tr>")
+    for r in fleet_render.sort_results(run.results):
+        cells = fleet_render.row(r)
+        rows.append("<tr>" + "".join(f"<td>{stdhtml.escape(cells[k])}</td>" for k in fleet_render.HEADERS) + "</tr>")
     return f"<!DOCTYPE html><meta charset=utf-8><title>baseline</title><table><tr>{head}</tr>{''.join(rows)}</table>"
 
 

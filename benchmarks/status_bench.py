@@ -1,8 +1,12 @@
 """How long `bsdcrypt status` takes against a recording, as a user runs it (a fresh process each time).
 
 Goal (issue 2): median <= 0.25 s on the 2-core dev machine. Usage:
-    python benchmarks/status_bench.py [--runs 30] [--recording NAME]
+    python benchmarks/status_bench.py [--runs 30] [--recording NAME] [--baseline REV]
 Prints the median, p90 and max wall time, and the in-process time of gather+assess per recording.
+
+--baseline REV (e.g. HEAD~1, a tag): also run REV's code, checked out in a temporary git worktree,
+alternating with this checkout's (A B A B ...) in the same run, so both see the same machine; prints
+both and the median of the per-pair ratios this/REV.
 """
 
 from __future__ import annotations
@@ -27,11 +31,42 @@ def wall_times(cmd: list[str], runs: int) -> list[float]:
     return out
 
 
+def _cli(checkout: Path) -> list[str]:
+    """`bsdcrypt` as this checkout's code (not whichever one is installed)."""
+    code = f"import sys; sys.path.insert(0, {str(checkout)!r}); from bsdcrypt.cli import main; main()"
+    return [sys.executable, "-c", code]
+
+
+def side_by_side(baseline: str, recording: str, runs: int) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bsdcrypt-baseline-") as tmp:
+        other = Path(tmp) / "baseline"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(other), baseline], check=True)
+        try:
+            for fmt in ("table", "json"):
+                args = ["status", "--host", f"replay:{recording}", "--format", fmt]
+                a: list[float] = []
+                b: list[float] = []
+                for _ in range(runs):
+                    a += wall_times([*_cli(ROOT), *args], 1)
+                    b += wall_times([*_cli(other), *args], 1)
+                ratio = statistics.median(x / y for x, y in zip(a, b, strict=True))
+                print(f"status --format {fmt:5}: this {statistics.median(a):.3f}s  {baseline} "
+                      f"{statistics.median(b):.3f}s  median ratio this/{baseline} {ratio:.3f}  ({runs} pairs)")
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--recording", default="freebsd-12.2-bhyve-geli-software-aesni-kldloaded")
+    ap.add_argument("--baseline", help="a git revision to measure side by side with this checkout")
     args = ap.parse_args()
+    if args.baseline:
+        side_by_side(args.baseline, args.recording, args.runs)
+        return
     exe = shutil.which("bsdcrypt") or sys.exit("install bsdcrypt first (pip install -e .)")
     for fmt in ("table", "json"):
         times = sorted(wall_times([exe, "status", "--host", f"replay:{args.recording}", "--format", fmt], args.runs))

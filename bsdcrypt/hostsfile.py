@@ -16,16 +16,14 @@ which compares what the ssh config makes of each line and resolved replay paths.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.hosts.spec import SpecError as SpecError  # re-exported from its old home, for now
+from bsdcrypt.hosts.spec import replay_ref, split_spec
 
-# RFC 1123 labels, plus '_' (seen in real internal names and ssh_config aliases).
-_NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
-_USER = re.compile(r"^[A-Za-z0-9_.](?:[A-Za-z0-9_.@-]*[A-Za-z0-9_.-])?\$?$")  # may hold '@' (user@realm), not end in it
 MAX_ERRORS_SHOWN = 20
 
 
@@ -95,69 +93,6 @@ class HostsList:
     duplicates: list[Duplicate]
 
 
-class SpecError(ValueError):
-    pass
-
-
-def _port(text: str) -> int:
-    if not text.isdigit():
-        raise SpecError(f"bad port {text!r}")
-    port = int(text)
-    if not 1 <= port <= 65535:
-        raise SpecError(f"port {port} is out of range 1-65535")
-    return port
-
-
-def _is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
-
-
-def split_spec(spec: str) -> tuple[str | None, str, int | None]:
-    """`[user@]host[:port]` -> (user, host, port); IPv6 as `[addr]:port` or bare `addr`.
-
-    Raises SpecError with a one-line reason.
-    """
-    text = spec.strip()
-    if not text:
-        raise SpecError("empty host")
-    if any(ch.isspace() for ch in text):
-        raise SpecError(f"{text!r} has spaces (one host per line)")
-    user: str | None = None
-    if "@" in text:
-        user, _, text = text.rpartition("@")
-        if not user or not _USER.match(user):
-            raise SpecError(f"bad user name {user!r}")
-    port: int | None = None
-    if text.startswith("["):
-        close = text.find("]")
-        if close < 0:
-            raise SpecError(f"{text!r}: '[' without ']'")
-        host, rest = text[1:close], text[close + 1:]
-        if not _is_ipv6(host):
-            raise SpecError(f"{host!r} in brackets is not an IPv6 address")
-        if rest:
-            if not rest.startswith(":"):
-                raise SpecError(f"unexpected {rest!r} after ']'")
-            port = _port(rest[1:])
-    elif text.count(":") > 1:
-        if not _is_ipv6(text):
-            raise SpecError(f"{text!r} is not an IPv6 address (write [addr]:port for a port)")
-        host = text
-    else:
-        host, sep, port_text = text.partition(":")
-        if sep:
-            port = _port(port_text)
-        if not host:
-            raise SpecError("missing host name")
-        if not _NAME.match(host) or ".." in host:
-            raise SpecError(f"bad host name {host!r}")
-    return user, host, port
-
-
 def _strip_comment(line: str) -> str:
     # `#` starts a comment at the line start or after whitespace (so `replay:a#b.yaml` stays whole).
     text = line.strip()
@@ -179,10 +114,8 @@ def read_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) 
         if not body:
             continue
         try:
-            if body.startswith("replay:"):
-                path = body[len("replay:"):]
-                if not path or any(ch.isspace() for ch in path):
-                    raise SpecError("replay: needs one PATH or recording name")
+            path = replay_ref(body)
+            if path is not None:
                 entry = HostEntry(spec=body, source=where, replay=path, base_dir=base_dir)
             else:
                 user, host, port = split_spec(body)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import ProbeError
-from bsdcrypt.host import Host, sh_quote
+from bsdcrypt.hosts.base import Host, sh_quote
 
 PROBE_MAGIC = "# bsdcrypt-probe v1"
 # The most a real probe prints (the recordings: 6-51 KB; the bulk is dmesg.boot, bounded by the kernel's
@@ -103,6 +103,20 @@ CONF_DIR_GLOBS = ("?*conf", ".*conf")
 MAX_NAMED = 16  # paths named by loader_conf_files / loader_conf_dirs / local_loader_conf_files, at most
 MAX_NAMED_BYTES = 1048577  # of each named file (one more than enable edits: a bigger one is refused there)
 MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRIVERS)
+# Steps only a paste gives (bsdcrypt.paste): `dmesg | grep ...` and `kldstat | grep ...`, whose lines are
+# real but whose gaps mean nothing; the probe never runs them.
+PASTE_STEPS = ("dmesg_filtered", "kldstat_filtered")
+_STEP_NAMES = frozenset(
+    [name for name, _ in STEPS] + [f"file:{p}" for p in FILES] + [f"exists:{p}" for p in MODULE_FILES]
+    + list(PASTE_STEPS)
+)
+
+
+def is_step(name: str) -> bool:
+    """Is `name` a step the probe may gather? Commands by their STEPS names, module files by MODULE_FILES,
+    and any file by `file:` + its absolute path (the probe also reads the files loader_conf_files and
+    the loader.conf.d globs name, which only the host knows)."""
+    return name in _STEP_NAMES or name.startswith("file:/")
 
 
 
@@ -199,25 +213,36 @@ class Step:
 
 @dataclass
 class Evidence:
-    """What the probe gathered: step name -> Step. Files are steps named `file:PATH`."""
+    """What the probe gathered: step name -> Step. Files are steps named `file:PATH`.
+
+    Readers name steps by the strings of STEPS/FILES/MODULE_FILES: asking for a name the probe never
+    gathers is a bug (a typo would silently read "absent"), so it raises KeyError; a step the probe
+    gathers but this evidence lacks (an older recording) reads None.
+    """
 
     steps: dict[str, Step] = field(default_factory=dict)
     origin: str = "probe"  # "paste": read from pasted command outputs (bsdcrypt.paste), not the probe
 
+    def _get(self, name: str) -> Step | None:
+        st = self.steps.get(name)
+        if st is None and not is_step(name):
+            raise KeyError(f"bsdcrypt bug: the probe has no step named {name!r}")
+        return st
+
     def step(self, name: str) -> Step | None:
-        return self.steps.get(name)
+        return self._get(name)
 
     def text(self, name: str) -> str | None:
         """Output of a step that succeeded, else None."""
-        st = self.steps.get(name)
+        st = self._get(name)
         return st.text if st is not None and st.ok else None
 
     def file(self, path: str) -> bytes | None:
-        st = self.steps.get("file:" + path)
+        st = self._get("file:" + path)
         return st.out if st is not None and st.ok else None
 
     def exists(self, path: str) -> bool | None:
-        st = self.steps.get("exists:" + path)
+        st = self._get("exists:" + path)
         return None if st is None else st.ok
 
     def files_under(self, directory: str) -> list[str]:

@@ -18,7 +18,7 @@ import yaml
 
 from bsdcrypt import __version__
 from bsdcrypt.errors import BsdcryptError, HostError
-from bsdcrypt.host import RunResult
+from bsdcrypt.hosts.base import RunResult
 from bsdcrypt.probe import FILES, LOADER_FILES, PROBE_MAGIC, Evidence, Step, render
 
 FORMAT = 1
@@ -262,6 +262,9 @@ def _str_or_none(value: Any) -> str | None:
 class ReplayHost:
     """A host answered from a recording. It can only run the probe."""
 
+    kind = "replay"
+    can_exec = False
+
     def __init__(self, evidence: Evidence, name: str, spec: str, provenance: Provenance | None = None) -> None:
         self.evidence = evidence
         self.name = name
@@ -292,6 +295,9 @@ class ReplayHost:
                 return RunResult(0, render(self.evidence, match.group(1)))
         first = command.strip().splitlines()[0] if command.strip() else command
         raise HostError(f"{self.spec} is a recording: it cannot run {first!r}")
+
+    def abort(self) -> None:
+        return None
 
     def close(self) -> None:
         return None

@@ -13,10 +13,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from bsdcrypt.act import ActError, kldload, perform, posix_cksum, read_loader_files, safe_write, verify
-from bsdcrypt.host import LocalHost, RunResult
+from bsdcrypt.enable.act import ActError, kldload, perform, posix_cksum, read_loader_files, safe_write, verify
+from bsdcrypt.enable.plan import PlanInput, plan_disable, plan_enable
+from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import EditError, FileEdit, effective, is_yes, restore, set_yes
-from bsdcrypt.plan import PlanInput, plan_disable, plan_enable
 
 
 @pytest.fixture
@@ -385,8 +386,8 @@ def test_root_appliance_is_told_by_its_own_files(root: Path, files: dict[str, st
     """An appliance image under --root is refused with its own setting, like a running appliance."""
     from typer.testing import CliRunner
 
-    from bsdcrypt.act import read_root_system
     from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.enable.act import read_root_system
 
     (root / "bin").mkdir()
     (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.2-RELEASE-p14"\n')
@@ -411,7 +412,7 @@ def test_read_root_system_without_version_files(root: Path) -> None:
 
 
 def read_root_system_of(root: Path) -> tuple[str | None, str | None, str | None]:
-    from bsdcrypt.act import read_root_system
+    from bsdcrypt.enable.act import read_root_system
 
     s = read_root_system(LocalHost(), str(root))
     return s.release, s.arch, s.variant
@@ -676,9 +677,9 @@ def test_a_lock_held_too_long_is_certain_and_writes_nothing(root: Path, monkeypa
     not "may or may not hold the new content"; the file, its directory and the plan's run unchanged."""
     import fcntl
 
-    from bsdcrypt import act
-    from bsdcrypt.act import WriteFailed
-    from bsdcrypt.plan import Plan, WriteFile
+    from bsdcrypt.enable import act
+    from bsdcrypt.enable.act import WriteFailed
+    from bsdcrypt.enable.plan import Plan, WriteFile
 
     if shutil.which("lockf") is None and shutil.which("flock") is None:
         pytest.skip("neither lockf nor flock")
@@ -763,7 +764,7 @@ def _login_shells() -> list[str | None]:
 @settings(max_examples=30, deadline=None)
 @given(data=st.binary(max_size=2000))
 def test_the_input_reaches_the_command_byte_for_byte(data: bytes) -> None:
-    from bsdcrypt.host import stdin_script
+    from bsdcrypt.hosts.base import stdin_script
 
     script = stdin_script("cat", data)
     assert script.isascii() and b"\x00" not in script  # nothing a shell could mangle
@@ -843,7 +844,7 @@ def test_a_lost_connection_on_the_second_write_puts_the_first_back(root: Path, w
 
 
 def test_ctrl_c_on_the_second_write_puts_the_first_back_and_says_so(root: Path) -> None:
-    from bsdcrypt.act import ActInterrupted
+    from bsdcrypt.enable.act import ActInterrupted
 
     first, second, plan = _two_files(root)
     with pytest.raises(ActInterrupted) as exc:
@@ -895,7 +896,7 @@ def test_a_write_cut_off_without_a_word_is_not_called_unchanged(root: Path) -> N
 def test_sigterm_on_the_second_write_puts_the_first_back(root: Path) -> None:
     import signal
 
-    from bsdcrypt.act import ActInterrupted
+    from bsdcrypt.enable.act import ActInterrupted
 
     first, second, plan = _two_files(root)
 
@@ -937,7 +938,7 @@ def test_property_two_names_of_one_file_round_trip_or_are_refused(
 ) -> None:
     """loader.conf.local (and/or a loader.conf.d file) a link to loader.conf: enable then disable gives the
     original back, with one write per real file, or enable is refused."""
-    from bsdcrypt.act import merge_same_files
+    from bsdcrypt.enable.act import merge_same_files
 
     conf, local, confd = "/r/boot/loader.conf", "/r/boot/loader.conf.local", "/r/boot/loader.conf.d/x.conf"
     data = b"\n".join(lines) + b"\n"
@@ -961,7 +962,7 @@ def test_a_link_between_loader_files_is_written_once_and_round_trips_on_disk(roo
     conf = root / "boot" / "loader.conf"
     write(conf, b'zfs_load="YES"\naesni_load="NO"\n')
     (root / "boot" / "loader.conf.local").symlink_to("loader.conf")
-    from bsdcrypt.act import merge_same_files, real_paths
+    from bsdcrypt.enable.act import merge_same_files, real_paths
 
     host = LocalHost()
     inp = PlanInput(driver="aesni", state="loaded", attached=True, accelerates_aes=True, is_root=True)
@@ -977,8 +978,8 @@ def test_a_link_between_loader_files_is_written_once_and_round_trips_on_disk(roo
 
 
 def test_two_names_of_one_file_that_cannot_hold_are_refused() -> None:
-    from bsdcrypt.act import merge_same_files
-    from bsdcrypt.plan import Plan, WriteFile
+    from bsdcrypt.enable.act import merge_same_files
+    from bsdcrypt.enable.plan import Plan, WriteFile
 
     conf, local, confd = "/r/boot/loader.conf", "/r/boot/loader.conf.local", "/r/boot/loader.conf.d/x.conf"
     yes = b'aesni_load="YES"\n'
@@ -999,7 +1000,7 @@ def test_lockf_keeps_its_lock_file() -> None:
     """FreeBSD lockf(1) without -k unlinks the lock file on release: two runs could each hold a lock
     (one on the unlinked file, one on a new file). -k keeps one file, so exclusion holds and waiters
     are served in turn; flock (Linux, tests) keeps its file anyway."""
-    from bsdcrypt.act import write_script
+    from bsdcrypt.enable.act import write_script
 
     edit = FileEdit("/boot/loader.conf", b"a=1\n", b"a=2\n")
     script = write_script(edit)

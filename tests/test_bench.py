@@ -18,8 +18,8 @@ from bsdcrypt.bench import (
     compare,
     measure,
 )
-from bsdcrypt.bench.session import controller_name
-from bsdcrypt.host import RunResult
+from bsdcrypt.bench.state import controller_name
+from bsdcrypt.hosts.base import RunResult
 from bsdcrypt.parsers.mdconfig import parse_mdconfig_list
 from bsdcrypt.parsers.swapinfo import parse_swapinfo_avail_kib
 from bsdcrypt.parsers.sysctl import parse_boottime
@@ -135,6 +135,7 @@ class ScriptedHost:
     """A FreeBSD host in miniature: answers bench's commands like FreeBSD would and keeps
     md(4)/GELI state, so a test can see exactly what was created and destroyed."""
 
+    can_exec = True
     uid: int = 0
     has_fio: bool = True
     crypto: str = "accelerated software"
@@ -738,7 +739,7 @@ def test_a_cleanup_between_recording_and_creating_never_takes_the_running_benchs
     """A `bench --cleanup` that runs while a bench creates its md (from this machine or another)
     sees the unit owned by a live or unknown bench, never an unclaimed one: it leaves it, and the
     bench's entry, alone; the bench measures and cleans up as usual."""
-    import bsdcrypt.bench.session as session_mod
+    import bsdcrypt.bench.state as state_mod
 
     reports: list[bench.CleanupReport] = []
     states: list[str] = []  # the state file once the md exists (and any racing cleanup is done)
@@ -758,14 +759,14 @@ def test_a_cleanup_between_recording_and_creating_never_takes_the_running_benchs
         def _race(self) -> None:
             with monkeypatch.context() as m:
                 if where == "another machine":
-                    m.setattr(session_mod, "controller_name", lambda: "laptop.example.org")
+                    m.setattr(state_mod, "controller_name", lambda: "laptop.example.org")
                 reports.append(bench.cleanup_leftovers(self))
 
     host = RacingHost()
     result = measure(host, PARAMS)
     (report,) = reports
     assert report.removed == []
-    assert f" md1 {session_mod.this_owner()} swap 1073741824 " in states[0]  # still claimed: no later cleanup takes it
+    assert f" md1 {state_mod.this_owner()} swap 1073741824 " in states[0]  # still claimed: no later cleanup takes it
     if when == "after the create":
         assert [d for d, _ in report.refused] == ["md1"]
         assert "unclaimed" not in report.summary() and "no entry" not in report.summary()
@@ -914,7 +915,7 @@ def test_humanize_matches_mdconfig_lengths() -> None:
         "64M", "512M", "1024M", "1000M", "2048M"
     ]
     assert humanize(10000 << 20) == "9.8G" and humanize(16 << 30) == "16G"
-    from bsdcrypt.bench.session import parse_human_size, parse_md_rows
+    from bsdcrypt.parsers.mdconfig import parse_human_size, parse_md_rows
 
     assert parse_human_size("  1.0G") == 1 << 30 and parse_human_size(" 1024M") == 1 << 30
     rows, labels = parse_md_rows("md0\tswap\t  1.0G\t-\tbsdcrypt-bench\tcompress\n")
@@ -1043,7 +1044,7 @@ def test_garbage_lines_in_the_state_file_never_block_and_are_said_once(garbage: 
 
 
 def test_state_lines_are_data_never_a_printf_format(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bsdcrypt.bench.session import StateEntry, parse_state
+    from bsdcrypt.bench.state import StateEntry, parse_state
 
     monkeypatch.setattr("socket.gethostname", lambda: "ws%s%n\\n1")
     seen: list[str] = []
@@ -1069,9 +1070,9 @@ def test_state_lines_are_data_never_a_printf_format(monkeypatch: pytest.MonkeyPa
 def test_a_bench_of_another_controller_with_the_same_name_is_never_judged_dead(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bsdcrypt.bench import session
+    from bsdcrypt.bench import state
 
-    mine = session.controller_id()
+    mine = state.controller_id()
     dead = _dead_pid()
     for controller, removed in (("fedcba9876543210", False), ("-", False), (mine, True)):
         host = ScriptedHost()
@@ -1083,15 +1084,15 @@ def test_a_bench_of_another_controller_with_the_same_name_is_never_judged_dead(
 
 
 def test_controller_id_without_a_machine_id_is_kept_per_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from bsdcrypt.bench import session
+    from bsdcrypt.bench import state
 
-    monkeypatch.setattr(session, "_MACHINE_ID_FILES", (str(tmp_path / "none"),))
+    monkeypatch.setattr(state, "_MACHINE_ID_FILES", (str(tmp_path / "none"),))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    session.controller_id.cache_clear()
+    state.controller_id.cache_clear()
     try:
-        first = session.controller_id()
-        session.controller_id.cache_clear()
-        assert first == session.controller_id() and len(first) == 16
+        first = state.controller_id()
+        state.controller_id.cache_clear()
+        assert first == state.controller_id() and len(first) == 16
         assert (tmp_path / "state" / "bsdcrypt" / "controller-id").read_text().strip() == first
     finally:
-        session.controller_id.cache_clear()
+        state.controller_id.cache_clear()

@@ -20,8 +20,8 @@ runner = CliRunner()
 @pytest.fixture()
 def host(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     h = ScriptedHost()
-    monkeypatch.setattr("bsdcrypt.host.parse_host_spec", lambda spec: h)
-    monkeypatch.setattr("bsdcrypt.commands.bench._facts_for", lambda _h: None)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.cli.bench._facts_for", lambda _h: None)
     monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)  # where cleanup reads it
     names = {c.name or getattr(c.callback, "__name__", None) for c in app.registered_commands}
     if "bench" not in names:
@@ -101,7 +101,7 @@ def _openssl_output(command: str) -> bytes:
 def test_userland_alone_needs_no_root_no_fio_and_touches_no_device(
     host: ScriptedHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bsdcrypt.host import RunResult
+    from bsdcrypt.hosts.base import RunResult
 
     host.uid = 1001
     host.has_fio = False
@@ -181,7 +181,7 @@ def test_keylen_256_end_to_end(host: ScriptedHost) -> None:
 
 def test_spread_is_the_same_figure_in_table_and_json() -> None:
     from bsdcrypt.bench import BenchResult, HostFacts, Measurement, Sample
-    from bsdcrypt.commands.bench import render_table
+    from bsdcrypt.render.bench import render_table
 
     mib = 1024 * 1024
     m = Measurement("geli", "write", [Sample(b * mib, 1.0, 10000) for b in (100, 110, 90)])
@@ -194,7 +194,7 @@ def test_spread_is_the_same_figure_in_table_and_json() -> None:
 def test_cleanup_refuses_the_devices_of_a_running_bench(host: ScriptedHost) -> None:
     import os
 
-    from bsdcrypt.bench.session import controller_name
+    from bsdcrypt.bench.state import controller_name
 
     host.md["md1"] = Md("swap", "1024m", LABEL)
     host.state_file = f"1732000000 md1 {os.getppid()}@{controller_name()} swap 1073741824\n"
@@ -208,7 +208,7 @@ def test_sigterm_during_cleanup_after_an_error_exits_130(host: ScriptedHost, mon
     import os
     import signal
 
-    from bsdcrypt.host import RunResult
+    from bsdcrypt.hosts.base import RunResult
 
     scripted = host._execute
 
@@ -260,7 +260,7 @@ def test_output_is_checked_before_the_bench_runs(host: ScriptedHost, tmp_path: P
 def test_cleanup_json_and_yaml_say_what_was_removed_and_left_alone(host: ScriptedHost, tmp_path: Path) -> None:
     import os
 
-    from bsdcrypt.bench.session import controller_name
+    from bsdcrypt.bench.state import controller_name
 
     host.md["md1"] = Md("swap", "1024m", LABEL)
     host.md["md2"] = Md("swap", "1024m", LABEL)

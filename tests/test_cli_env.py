@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from bsdcrypt.errors import HostError
-from bsdcrypt.host import LocalHost, RunResult
-from bsdcrypt.verbose import VerboseHost, probe_commands
+from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.hosts.local import LocalHost
+from bsdcrypt.hosts.verbose import VerboseHost, probe_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
@@ -70,22 +71,25 @@ def test_verbose_host_logs_commands_input_results_and_failures() -> None:
     assert lines[2].startswith("bsdcrypt: local: exit 0, 8 bytes out, 0 bytes err, ")
 
     class Broken:
-        name, spec = "b", "ssh:b"
+        name, spec, kind, can_exec = "b", "ssh:b", "ssh", True
+        aborted = False
 
         def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
             raise HostError("connection reset")
 
         def close(self) -> None: ...
 
-        def abort(self) -> str:
-            return "aborted"
+        def abort(self) -> None:
+            self.aborted = True
 
     out = io.StringIO()
-    broken = VerboseHost(Broken(), out)
+    inner = Broken()
+    broken = VerboseHost(inner, out)
     with pytest.raises(HostError):
         broken.run("true")
     assert "bsdcrypt: ssh:b: failed after" in out.getvalue() and "connection reset" in out.getvalue()
-    assert broken.abort() == "aborted"  # the fleet's watchdog still reaches the real host
+    broken.abort()
+    assert inner.aborted  # the fleet's watchdog still reaches the real host
 
 
 def _in_pty(args: list[str], **env: str) -> bytes:

@@ -15,7 +15,7 @@ import pytest
 from test_bench import ScriptedHost
 from typer.testing import CliRunner
 
-from bsdcrypt.host import RunResult
+from bsdcrypt.hosts.base import RunResult
 from bsdcrypt.probe import PROBE_MAGIC, Step, render
 from bsdcrypt.recording import load
 
@@ -64,7 +64,7 @@ def results_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 @pytest.fixture
 def host(monkeypatch: pytest.MonkeyPatch) -> FreeBSDHost:
     h = FreeBSDHost(crypto="software")
-    monkeypatch.setattr("bsdcrypt.host.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
     return h
 
 
@@ -107,7 +107,7 @@ def _builtin_host(monkeypatch: pytest.MonkeyPatch, name: str = "freebsd-13.0-hyp
         return ScriptedHost.run(h, command, input=input, timeout=timeout)
 
     h.run = run  # type: ignore[method-assign]
-    monkeypatch.setattr("bsdcrypt.host.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
     return h
 
 
@@ -179,9 +179,9 @@ def test_no_before_when_the_driver_was_already_loaded(monkeypatch: pytest.Monkey
 def test_no_before_when_enable_only_persists(monkeypatch: pytest.MonkeyPatch) -> None:
     _builtin_host(monkeypatch, "freebsd-12.2-bhyve-geli-software-aesni-kldloaded")
     written: list[object] = []
-    monkeypatch.setattr("bsdcrypt.act.perform", lambda host, plan, **kw: written.append(plan))
-    monkeypatch.setattr("bsdcrypt.act.read_loader_files", lambda host, root: [])
-    monkeypatch.setattr("bsdcrypt.act.real_paths", lambda host, paths, root: {p: p for p in paths})
+    monkeypatch.setattr("bsdcrypt.enable.act.perform", lambda host, plan, **kw: written.append(plan))
+    monkeypatch.setattr("bsdcrypt.enable.act.read_loader_files", lambda host, root: [])
+    monkeypatch.setattr("bsdcrypt.enable.act.real_paths", lambda host, paths, root: {p: p for p in paths})
     result = CliRunner().invoke(
         _app(), ["enable", "--persist", "--bench", "--yes", "--host", "x"]  # type: ignore[arg-type]
     )

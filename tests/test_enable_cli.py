@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bsdcrypt.commands.enable import register
+from bsdcrypt.cli.enable import register
 
 app = typer.Typer()
 register(app)
@@ -170,7 +170,7 @@ def test_the_confirmation_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     from types import SimpleNamespace
 
     conf = _boot(tmp_path, b"a=1\n")
-    monkeypatch.setattr("bsdcrypt.commands.enable.sys", SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True)))
+    monkeypatch.setattr("bsdcrypt.cli.enable.sys", SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True)))
     result = runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path)], input=answer)
     assert result.exit_code == code, result.output
     assert "Apply these changes?" in result.output
@@ -182,7 +182,7 @@ def test_the_confirmation_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_ctrl_c_during_the_writes_says_what_was_put_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bsdcrypt import act
+    from bsdcrypt.enable import act
 
     conf = _boot(tmp_path, b"a=1\n")
 
@@ -200,7 +200,7 @@ def test_verbose_does_not_let_root_through_on_a_recording(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
     """-v wraps every host in a VerboseHost: the recording check must look under it."""
-    from bsdcrypt import verbose
+    from bsdcrypt.hosts import verbose
 
     monkeypatch.setattr(verbose, "_enabled", True)
     conf = _boot(tmp_path, b"a=1\n")

@@ -15,9 +15,9 @@ import typer
 from typer.testing import CliRunner
 
 from bsdcrypt.assess import assess
-from bsdcrypt.commands.enable import register
+from bsdcrypt.cli.enable import register
+from bsdcrypt.enable.plan import Note, Plan, PlanInput, Refuse, RunCommand, WriteFile, plan_enable
 from bsdcrypt.loaderconf import files_from_evidence, read_by_loader
-from bsdcrypt.plan import Note, Plan, PlanInput, Refuse, RunCommand, WriteFile, plan_enable
 from bsdcrypt.recording import load
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"

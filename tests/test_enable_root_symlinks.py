@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bsdcrypt.act import ActError, check_writable, read_loader_files, read_root_system, safe_write, undo_write
-from bsdcrypt.host import LocalHost
+from bsdcrypt.enable.act import ActError, check_writable, read_loader_files, read_root_system, safe_write, undo_write
+from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import set_yes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -331,7 +331,7 @@ def test_a_link_that_appears_after_resolving_stops_the_write(
 ) -> None:
     """Under the lock the resolved directory must still be itself: swapped for a link to the decoy
     between resolving and writing, nothing is written there."""
-    import bsdcrypt.act as act
+    from bsdcrypt.enable import act
 
     root = system(tmp_path)
     (root / "boot").mkdir()

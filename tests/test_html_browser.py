@@ -26,6 +26,7 @@ from htmlcheck import (
 from test_render_html import results_from
 
 from bsdcrypt import fleet
+from bsdcrypt.render import fleet as fleet_render
 from bsdcrypt.render import html
 from bsdcrypt.render.html import visible
 
@@ -87,7 +88,7 @@ def test_fleet_report_sorts_and_filters_offline(browser: Browser, fleet_file: tu
 
     box = b.driver.find_element(By.ID, "filter")
     box.send_keys("opnsense")
-    want = sum(1 for r in run.results if "opnsense" in " ".join(fleet.row(r).values()).lower())
+    want = sum(1 for r in run.results if "opnsense" in " ".join(fleet_render.row(r).values()).lower())
     assert 0 < want < len(rows)
     b.wait(lambda d: len(visible_rows(b)) == want)
     assert all("OPNsense" in r["os"] for r in visible_rows(b))
@@ -192,3 +193,22 @@ def test_bench_comparison_page(browser: Browser, tmp_path: Path) -> None:
     assert len(widths) == 2 and widths[0] < widths[1]  # drawn, software shorter than accelerated
     assert_clean(b, url)
     b.screenshot("bench-compare.png")
+
+
+def test_the_csp_is_in_force(browser: Browser, fleet_file: tuple[Path, fleet.FleetRun], tmp_path: Path) -> None:
+    """Were escaping ever to fail, the policy still stops markup from running: a script and an inline
+    handler spliced into the page raw are blocked (and said so on the console), the page's own script runs."""
+    path, _ = fleet_file
+    text = path.read_text().replace(
+        "<main>", "<main><script>window.__pwned = 1</script><p id=\"x\" onclick=\"window.__pwned = 2\">x</p>", 1
+    )
+    spliced = tmp_path / "spliced.html"
+    spliced.write_text(text)
+    b = browser
+    b.console(), b.requests()
+    b.open(spliced)
+    b.wait(lambda d: not d.execute_script("return document.getElementById('controls').hidden"))  # ours ran
+    b.js("document.getElementById('x').click()")
+    assert b.js("return window.__pwned === undefined")
+    blocked = [m for m in b.console() if "Content Security Policy" in m.get("message", "")]
+    assert len(blocked) >= 2, blocked

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bsdcrypt.enable.plan import plan_disable
 from bsdcrypt.loaderconf import (
     EditError,
     FileEdit,
@@ -24,7 +25,6 @@ from bsdcrypt.loaderconf import (
     restore,
     set_yes,
 )
-from bsdcrypt.plan import plan_disable
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"
 CONF = "/boot/loader.conf"

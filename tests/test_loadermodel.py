@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsdcrypt.assess import assess
-from bsdcrypt.host import LocalHost
+from bsdcrypt.enable.plan import PlanInput, plan_enable
+from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import EditError, apply, files_from_evidence, parse, restore, set_yes
 from bsdcrypt.loadermodel import agree, conf_dir_entry, generations, outcomes, simulate
-from bsdcrypt.plan import PlanInput, plan_enable
 from bsdcrypt.probe import Evidence, Step
 from bsdcrypt.recording import load
 
@@ -359,7 +359,7 @@ def _tree(root: Path) -> None:
 
 
 def test_root_reader_follows_what_the_loader_reads(tmp_path: Path) -> None:
-    from bsdcrypt.act import read_loader_files
+    from bsdcrypt.enable.act import read_loader_files
 
     _tree(tmp_path)
     r = str(tmp_path)
@@ -373,7 +373,7 @@ def test_root_reader_follows_what_the_loader_reads(tmp_path: Path) -> None:
 
 
 def test_root_reader_never_leaves_the_root(tmp_path: Path) -> None:
-    from bsdcrypt.act import ActError, read_loader_files
+    from bsdcrypt.enable.act import ActError, read_loader_files
 
     _tree(tmp_path)
     (tmp_path / "etc" / "site.conf").unlink()
@@ -410,7 +410,7 @@ def test_a_named_fifo_or_device_is_never_read(tmp_path: Path) -> None:
     import os
     import subprocess
 
-    from bsdcrypt.act import read_loader_files
+    from bsdcrypt.enable.act import read_loader_files
     from bsdcrypt.probe import build_script, parse_output
 
     r = str(tmp_path)

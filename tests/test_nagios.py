@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.recording import ReplayHost
-from bsdcrypt.report import nagios
+from bsdcrypt.render.status import nagios
 from bsdcrypt.status import Finding, GeliInfo, Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ PROM_OF = {"aes_active": "bsdcrypt_aesni_active", "persisted": "bsdcrypt_persist
 
 def _prometheus_values(s: Status) -> dict[str, str]:
     """What `--format prometheus` says for the three perfdata values: the number, or U if left out."""
-    from bsdcrypt.prometheus import render
+    from bsdcrypt.render.prometheus import render
 
     values = {}
     for label, metric in PROM_OF.items():

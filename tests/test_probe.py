@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bsdcrypt.errors import ProbeError
-from bsdcrypt.host import LocalHost
+from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.probe import FILES, STEPS, Evidence, Step, build_script, gather, parse_output, render
 
 
@@ -191,3 +191,18 @@ def test_buffered_probe_under_other_shells(shell: str) -> None:
     assert outs[0].returncode == outs[1].returncode == 0
     assert _steady(outs[0].stdout) == _steady(outs[1].stdout)
     assert "exists:/boot/kernel/padlock.ko" in parse_output(outs[0].stdout, token).steps
+
+
+def test_a_step_name_the_probe_never_gathers_is_a_bug_not_absent_evidence() -> None:
+    """Readers name steps by bare strings: a typo must fail loudly instead of reading "absent" (None)."""
+    from bsdcrypt.probe import Evidence, is_step
+
+    ev = Evidence()
+    assert ev.step("kldstat_v") is None and ev.text("uname_a") is None  # gathered by the probe, absent here
+    assert ev.file("/var/run/dmesg.boot") is None and ev.exists("/boot/kernel/aesni.ko") is None
+    assert is_step("file:/boot/loader.conf.d/aesni.conf") and is_step("file:/boot/site.conf")  # files named on the host
+    for typo in ("kldstat-v", "file:var/run/dmesg.boot", "exists:/boot/kernel/aesni"):
+        with pytest.raises(KeyError, match="no step named"):
+            ev.step(typo)
+    with pytest.raises(KeyError):
+        ev.text("unamea")

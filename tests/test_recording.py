@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from bsdcrypt.assess import assess
 from bsdcrypt.errors import HostError
-from bsdcrypt.host import LocalHost, parse_host_spec
+from bsdcrypt.hosts.local import LocalHost
+from bsdcrypt.hosts.open import parse_host_spec
 from bsdcrypt.probe import Evidence, Step, gather
 from bsdcrypt.recording import RecordingError, ReplayHost, dump, load, load_text, redact, resolve_recording
 

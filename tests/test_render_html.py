@@ -19,6 +19,7 @@ from bsdcrypt import fleet
 from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.recording import ReplayHost
+from bsdcrypt.render import fleet as fleet_render
 from bsdcrypt.render import html
 from bsdcrypt.render.html import visible
 
@@ -91,12 +92,12 @@ def page_text(recordings_run: fleet.FleetRun) -> str:
 def test_every_row_of_the_text_table_in_its_order(recordings_run: fleet.FleetRun, page_text: str) -> None:
     page = Page(page_text)
     body_rows = [n for n in page.find("tr") if n["attrs"].get("data-v")]
-    ordered = fleet.sort_results(recordings_run.results)
+    ordered = fleet_render.sort_results(recordings_run.results)
     assert len(body_rows) == len(ordered)
     for node, r in zip(body_rows, ordered, strict=True):
-        cells = fleet.row(r)
+        cells = fleet_render.row(r)
         assert node["attrs"]["data-v"] == r.verdict
-        for value in (cells["host"], cells["os"], cells["driver"], fleet._clip(cells["finding"])):
+        for value in (cells["host"], cells["os"], cells["driver"], fleet_render.clip(cells["finding"])):
             assert visible(value) in node["text"]
     failed = next(n for n in body_rows if "db1.example.org" in n["text"])
     assert "refused: connection refused" in failed["text"] and "failed" in failed["attrs"]["class"]
@@ -105,7 +106,7 @@ def test_every_row_of_the_text_table_in_its_order(recordings_run: fleet.FleetRun
 def test_every_finding_has_its_remedy_in_a_copyable_block(recordings_run: fleet.FleetRun, page_text: str) -> None:
     page = Page(page_text)
     remedies = [n["text"] for n in page.find("pre")]
-    expected = [f.remedy for r in fleet.sort_results(recordings_run.results) for f in r.status.findings]
+    expected = [f.remedy for r in fleet_render.sort_results(recordings_run.results) for f in r.status.findings]
     assert remedies == [visible(x) for x in expected]
     assert len(page.find("details")) == len(recordings_run.results)
 

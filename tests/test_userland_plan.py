@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bsdcrypt.plan import Refuse, RunCommand
+from bsdcrypt.enable.plan import Refuse, RunCommand
 from bsdcrypt.userland import plan as uplan
 
 V = "0x82982203478bfffd:0x0"

@@ -18,8 +18,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bsdcrypt.commands.userland import register
-from bsdcrypt.host import LocalHost
+from bsdcrypt.cli.userland import register
+from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.parsers.openssl_version import parse_cpuinfo
 from bsdcrypt.userland import ia32cap, trial
 

@@ -11,7 +11,7 @@ import pytest
 from bsdcrypt.assess import assess
 from bsdcrypt.probe import Evidence, Step
 from bsdcrypt.recording import load
-from bsdcrypt.report import nagios, table
+from bsdcrypt.render.status import nagios, table
 
 ROOT = Path(__file__).resolve().parents[1]
 OV = ROOT / "fixtures" / "parsers" / "openssl_version"

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
-import re
-import secrets
 import shlex
 import signal
-import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
+import bsdcrypt.bench.state as state
 from bsdcrypt.bench.model import (
     LABEL,
     MIB,
@@ -38,13 +33,29 @@ from bsdcrypt.bench.model import (
     CleanupReport,
     fio_args,
 )
+from bsdcrypt.bench.state import (  # noqa: F401  (state, owner: their old home was here)
+    RUN_ID,
+    StateEntry,
+    controller_id,
+    controller_name,
+    owner_status,
+    parse_state,
+    this_owner,
+)
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.facts import GeliProvider
-from bsdcrypt.host import Host, RunResult
+from bsdcrypt.hosts.base import Host, RunResult
 from bsdcrypt.interrupts import reason_of, signals_deferred
 from bsdcrypt.parsers import fio as fio_parser
 from bsdcrypt.parsers.geli import parse_geli_list
-from bsdcrypt.parsers.mdconfig import MD_NAME, MdEntry, parse_mdconfig_list
+from bsdcrypt.parsers.mdconfig import (  # noqa: F401  (parse_human_size, MdRow: their old home was here)
+    MD_NAME,
+    MdEntry,
+    MdRow,
+    parse_human_size,
+    parse_md_rows,
+    parse_mdconfig_list,
+)
 from bsdcrypt.parsers.swapinfo import parse_swapinfo_avail_kib
 from bsdcrypt.parsers.sysctl import parse_boottime, parse_sysctl
 
@@ -60,188 +71,9 @@ GELI_CHECK = (
 )
 
 
-def controller_name() -> str:
-    """The machine running bsdcrypt, as written into the state file's owner field."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:255] or "localhost"
-
-
-# This bsdcrypt process: a random run id, so that each of its state entries is its own beyond doubt.
-RUN_ID = secrets.token_hex(8)
-# Where a per-machine id may be read (systemd/dbus machine-id, FreeBSD's /etc/hostid), else one of our own.
-_MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id", "/etc/hostid")
-
-
-@functools.cache
-def controller_id() -> str:
-    """16 hex digits naming the machine bsdcrypt runs on (the controller), not its hostname: two
-    controllers called alike (`localhost`, cloned VMs) must not take each other's bench for theirs.
-
-    Hashed from the machine's own id (machine-id, FreeBSD /etc/hostid), else from a random id kept in
-    `$XDG_STATE_HOME/bsdcrypt/controller-id` (~/.local/state): another user on the same machine then
-    counts as another controller, which only ever refuses. "-" if neither can be had.
-    """
-    for path in _MACHINE_ID_FILES:
-        try:
-            text = Path(path).read_text(encoding="ascii", errors="replace").strip()
-        except OSError:
-            continue
-        if len(text) >= 8:
-            return hashlib.sha256(f"bsdcrypt-controller:{text}".encode()).hexdigest()[:16]
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "bsdcrypt" / "controller-id"
-    try:
-        text = state.read_text(encoding="ascii", errors="replace").strip()
-    except OSError:
-        text = ""
-    if re.fullmatch(r"[0-9a-f]{16}", text):
-        return text
-    try:
-        state.parent.mkdir(parents=True, exist_ok=True)
-        text = secrets.token_hex(8)
-        state.write_text(text + "\n", encoding="ascii")
-        return text
-    except OSError:
-        return "-"
-
-
-def this_owner() -> str:
-    """`<pid>@<machine>` of this bsdcrypt process: who owns the md units it creates."""
-    return f"{os.getpid()}@{controller_name()}"
-
-
-def owner_status(owner: str, controller: str | None = None) -> str:
-    """"alive", "dead", or "elsewhere" (a bsdcrypt on another machine: cannot be checked from here).
-
-    The owning process runs where bsdcrypt ran (this machine for --host local; the admin's machine
-    over SSH), so the check is kill(pid, 0) on this machine, and only when the owner is this machine:
-    its name AND, for entries that record one, its controller id (another machine with the same
-    hostname is "elsewhere"). Anything doubtful counts as alive or elsewhere: a wrong "alive" only
-    refuses, a wrong "dead" would destroy.
-    """
-    pid_text, _, where = owner.partition("@")
-    if where != controller_name():
-        return "elsewhere"
-    if controller is not None and (controller == "-" or controller != controller_id()):
-        return "elsewhere"
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        return "elsewhere"
-    if pid <= 0:
-        return "elsewhere"
-    if pid == os.getpid():
-        return "alive"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "dead"
-    except (OSError, OverflowError):  # EPERM: exists under another user
-        return "alive"
-    return "alive"
-
-
-_HUMAN = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([BKMGTPE]?)\s*$", re.I)
-
-
-def parse_human_size(text: str) -> int | None:
-    """mdconfig -l -v's length (libutil humanize_number, HN_AUTOSCALE|HN_DECIMAL, 1024-based):
-    "1.0G", "512M", "64M" -> bytes (rounded as printed)."""
-    m = _HUMAN.match(text)
-    if not m:
-        return None
-    scale = "BKMGTPE".index(m.group(2).upper() or "B")
-    return int(float(m.group(1)) * 1024**scale)
-
-
 def _same_size(printed: int, recorded: int) -> bool:
     # humanize_number keeps 2-4 significant digits: "1.0G" stands for 0.95-1.05 GiB
     return abs(printed - recorded) <= 0.06 * recorded
-
-
-@dataclass(frozen=True)
-class MdRow:
-    name: str
-    type: str | None
-    size: int | None  # bytes, as far as the humanized length tells
-    label: str | None
-
-
-def parse_md_rows(text: str) -> tuple[list[MdRow], bool]:
-    """`mdconfig -l -v` -> rows, and whether this mdconfig prints the label column.
-
-    sbin/mdconfig/mdconfig.c md_list(), tab-separated: `name type length [file]` before labels
-    (2012); since -L: `name type length file|- label|- options`.
-    """
-    rows: list[MdRow] = []
-    label_column = False
-    for entry in parse_mdconfig_list(text):
-        rows.append(MdRow(entry.name, entry.type, None, entry.label))
-    sizes: dict[str, int | None] = {}
-    for line in text.splitlines():
-        fields = line.split("\t")
-        if MD_NAME.match(fields[0].strip()):
-            if len(fields) >= 5:
-                label_column = True
-            sizes[fields[0].strip()] = parse_human_size(fields[2]) if len(fields) > 2 else None
-    return [MdRow(r.name, r.type, sizes.get(r.name), r.label) for r in rows], label_column
-
-
-# One line of the state file, strictly ASCII (str.isdigit() also takes '¹' or '٣', which int() refuses):
-# `<boottime> <mdN>` (first format), `... <pid>@<machine> <type> <bytes>` (second),
-# `... <run id> <controller id>` (current). Fields are separated by blanks.
-_F = r"[ \t]+"
-_STATE_LINE = re.compile(
-    r"[ \t]*(?P<boottime>[0-9]{1,20})" + _F + r"(?P<md>md[0-9]{1,6})"
-    r"(?:" + _F + r"(?P<owner>[0-9]{1,10}@[A-Za-z0-9._-]{1,255}|-)" + _F + r"(?P<type>[a-z]{1,16}|-)"
-    + _F + r"(?P<size>[0-9]{1,20}|-)"
-    r"(?:" + _F + r"(?P<run>[0-9a-f]{16})" + _F + r"(?P<controller>[0-9a-f]{16}|-))?)?[ \t]*",
-    re.ASCII,
-)
-
-
-@dataclass(frozen=True)
-class StateEntry:
-    """One line of the state file: `<boottime> <mdN> <pid>@<machine> <type> <bytes> <run> <controller>`.
-
-    Lines of the first format (`<boottime> <mdN>`) have no owner, type or size; lines of the second
-    no run id and controller id (their owner is judged by the machine's name alone). `raw` is the
-    line as read, so that it can be removed as it is.
-    """
-
-    boottime: int
-    md: str
-    owner: str | None = None
-    type: str | None = None
-    size: int | None = None
-    run: str | None = None
-    controller: str | None = None
-    raw: str | None = field(default=None, compare=False)
-
-    def line(self) -> str:
-        """The line to write; ValueError if a field could break the format (or the shell)."""
-        size = "-" if self.size is None else str(self.size)
-        text = f"{self.boottime} {self.md} {self.owner or '-'} {self.type or '-'} {size}"
-        if self.run is not None:
-            text += f" {self.run} {self.controller or '-'}"
-        if not _STATE_LINE.fullmatch(text):
-            raise ValueError(f"refusing to write a malformed state entry: {text!r}")
-        return text
-
-
-def parse_state(text: str, bad: list[str] | None = None) -> list[StateEntry]:
-    """The entries of the state file; other non-blank lines are skipped (and added to `bad`)."""
-    entries: list[StateEntry] = []
-    for line in text.splitlines():
-        m = _STATE_LINE.fullmatch(line)
-        if m is None:
-            if line.strip() and bad is not None:
-                bad.append(line)
-            continue
-        g = m.groupdict()
-        owner = g["owner"] if g["owner"] not in (None, "-") else None
-        kind = g["type"] if g["type"] not in (None, "-") else None
-        size = int(g["size"]) if g["size"] not in (None, "-") else None
-        entries.append(StateEntry(int(g["boottime"]), g["md"], owner, kind, size, g["run"], g["controller"], line))
-    return entries
 
 
 @dataclass(frozen=True)
@@ -325,7 +157,7 @@ class BenchSession:
         self.label_supported = True
         self.warnings: list[str] = []
         self.interrupted: str | None = None  # an interrupt arrived while cleanup ran
-        self.owner = this_owner()
+        self.owner = state.this_owner()
         self.pending: str | None = None  # explicit unit being created (mdconfig without -L)
         self.sizes: dict[str, int | None] = {}  # bytes of each md we track, for the state file
         self.leftovers_removed: list[str] = []
@@ -458,7 +290,9 @@ class BenchSession:
         if self.pending is not None:
             ours.append(self.pending)
         want = {
-            m: StateEntry(self.boottime, m, self.owner, "swap", self.sizes.get(m), RUN_ID, controller_id()).line()
+            m: StateEntry(
+                self.boottime, m, self.owner, "swap", self.sizes.get(m), state.RUN_ID, state.controller_id()
+            ).line()
             for m in ours
         }
         wanted = set(want.values())
@@ -504,7 +338,7 @@ class BenchSession:
                 # Only a crashed run's entry (or one naming no owner) goes: a running bench records its
                 # unit before creating it, and a run on another machine cannot be checked from here;
                 # dropping its entry would leave its md unclaimed once created, for a --cleanup to take.
-                if e.owner is None or owner_status(e.owner, e.controller) == "dead":
+                if e.owner is None or state.owner_status(e.owner, e.controller) == "dead":
                     stale.append(e.raw or e.line())
                 continue
             if label_column:
@@ -552,7 +386,7 @@ class BenchSession:
                 f"it is a bench md; if no bsdcrypt bench is running, remove it by hand: {_by_hand(md)}",
             )
         who = _owner_text(entry.owner)
-        status = owner_status(entry.owner, entry.controller)
+        status = state.owner_status(entry.owner, entry.controller)
         if status == "dead":
             why = f"{md} was left by bsdcrypt {who}, which is no longer running"
         elif status == "alive":
@@ -561,7 +395,7 @@ class BenchSession:
                 "benches at once would measure each other)"
             )
         else:
-            other = " (another machine of that name)" if who.split(" on ", 1)[1] == controller_name() else ""
+            other = " (another machine of that name)" if who.split(" on ", 1)[1] == state.controller_name() else ""
             why = (
                 f"{md} belongs to a bsdcrypt bench started from {who.split(' on ', 1)[1]}{other} ({who}), which "
                 f"cannot be checked from here; run `bsdcrypt bench --cleanup` there, or if it is no longer "

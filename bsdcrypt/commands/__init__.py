@@ -1,1 +1,1 @@
-"""CLI commands other than status/record; each module has `register(app)`."""
+"""Moved to bsdcrypt.cli (one module per command): the old module names re-export their new homes for now."""

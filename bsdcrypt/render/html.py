@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
     from bsdcrypt.bench.model import BenchResult, Speedup
-    from bsdcrypt.fleet import FleetRun, HostResult
+    from bsdcrypt.fleet.results import FleetRun, HostResult
     from bsdcrypt.status import Status
 
 HERE = Path(__file__).parent / "templates"
@@ -174,10 +174,12 @@ def _persist_text(s: Status) -> str:
     d, p = s.driver, s.persist
     if d.compiled_in:
         text = "compiled into the kernel"
-    elif p.source == "appliance setting":
-        text = "by the appliance's crypto setting (not visible to the probe)"
+    elif (p.source or "") == "appliance setting (inferred)":
+        text = "inferred: by the appliance's crypto setting (config.xml not readable)"
     else:
         text = _yesno(p.configured)
+        if (p.source or "").startswith("appliance setting ("):
+            text += f"  ({p.source})"
     if p.value is not None and p.source:
         text += f"  ({d.name}_load={p.value} at {p.source})"
     if p.needed is False and not d.compiled_in:
@@ -200,7 +202,7 @@ def _geli_line(g: Any) -> str:
 
 def host_view(r: HostResult, index: int) -> dict[str, Any]:
     """Everything the page shows of one host: the table's cells and the expandable details."""
-    from bsdcrypt import fleet
+    from bsdcrypt.render import fleet
 
     s = r.status
     o, c = s.os, s.cpu
@@ -238,7 +240,7 @@ def host_view(r: HostResult, index: int) -> dict[str, Any]:
         "vrank": VERDICTS.index(r.verdict),
         "cells": cells,
         "facts": [(k, v.replace("\n", "\n" + " " * FACT_WIDTH)) for k, v in facts],
-        "finding": fleet._clip(cells["finding"]),  # as the text table clips it; the details have it whole
+        "finding": fleet.clip(cells["finding"]),  # as the text table clips it; the details have it whole
         "findings": [
             {"id": f.id, "severity": f.severity, "message": f.message, "remedy": f.remedy} for f in s.findings
         ],
@@ -333,7 +335,7 @@ def fleet_charts(results: Sequence[HostResult]) -> list[dict[str, Any]]:
 
 def fleet_page(run: FleetRun, *, title: str, source: str, command: str) -> str:
     """The fleet report of fleet-audit or analyze: header, tiles, charts, table, details."""
-    from bsdcrypt import fleet
+    from bsdcrypt.render import fleet
 
     ordered = fleet.sort_results(run.results)
     by_host_order = sorted(range(len(ordered)), key=lambda i: fleet.host_order(ordered[i].entry))
@@ -369,7 +371,7 @@ def fleet_page(run: FleetRun, *, title: str, source: str, command: str) -> str:
 
 def status_page(status: Status, spec: str) -> str:
     """`status --format html`: the same page for one host, its details open."""
-    from bsdcrypt.fleet import FleetRun, HostResult
+    from bsdcrypt.fleet.results import FleetRun, HostResult
     from bsdcrypt.hostsfile import HostEntry
 
     run = FleetRun([HostResult(HostEntry(spec=spec, source=""), status, 0.0)], 0.0, parallel=0, timeout=0.0)

@@ -13,8 +13,8 @@ import paramiko
 from paramiko.common import DEFAULT_MAX_PACKET_SIZE, DEFAULT_WINDOW_SIZE
 from paramiko.packet import Packetizer
 
-from bsdcrypt.host import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hostsfile import SpecError, split_spec
+from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
+from bsdcrypt.hosts.spec import SpecError, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
@@ -47,6 +47,9 @@ def shown_bytes(data: bytes, limit: int = 60) -> str:
 class SSHHost:
     """A host reached over SSH. Connects on the first `run`; `abort()` may be called from any thread."""
 
+    kind = "ssh"
+    can_exec = True
+
     def __init__(
         self,
         alias: str,
@@ -75,12 +78,20 @@ class SSHHost:
         self._depth = 0
 
     @classmethod
-    def from_spec(cls, spec: str, context: SSHContext | None = None, timeout: float | None = None) -> SSHHost:
+    def from_spec(
+        cls,
+        spec: str,
+        context: SSHContext | None = None,
+        timeout: float | None = None,
+        max_output: int | None = None,
+    ) -> SSHHost:
         try:
             user, host, port = split_spec(spec)
         except SpecError as exc:
             raise SSHError("config", f"bad host {spec!r}: {exc}") from exc
-        return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout)
+        if max_output is None:
+            return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout)
+        return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout, max_output=max_output)
 
     # -- deadline helpers
 

@@ -1,4 +1,4 @@
-"""Persist (or remove) OPENSSL_ia32cap for ONE service, as data (pure): a Plan for bsdcrypt.act.
+"""Persist (or remove) OPENSSL_ia32cap for ONE service, as data (pure): a Plan for bsdcrypt.enable.act.
 
 FreeBSD: `<svc>_env` in rc.conf, edited the way sysrc(8) edits (usr.sbin/bsdconfig/share/sysrc.subr
 f_sysrc_set): the file holding the last assignment wins (load_rc_config reads /etc/rc.conf,
@@ -19,8 +19,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bsdcrypt.enable.plan import Note, Plan, Refuse, RunCommand, WriteFile
 from bsdcrypt.loaderconf import FileEdit
-from bsdcrypt.plan import Note, Plan, Refuse, RunCommand, WriteFile
 
 VAR = "OPENSSL_ia32cap"
 RC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.host import Host, sh_quote
+from bsdcrypt.hosts.base import Host, sh_quote
 from bsdcrypt.parsers.openssl_version import OpensslVersion, parse_cpuinfo, parse_version
 from bsdcrypt.probe import OPENSSL_PROGRAMS, SERVICE_BINARIES
 from bsdcrypt.userland import ia32cap

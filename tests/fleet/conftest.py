@@ -95,7 +95,7 @@ def _minimal_freebsd_recording(path: Path) -> None:
 def linux_recording(path: Path) -> Path:
     """A recording of this (Linux) machine, made by the real probe."""
     from bsdcrypt import recording
-    from bsdcrypt.host import LocalHost
+    from bsdcrypt.hosts.local import LocalHost
     from bsdcrypt.probe import gather
 
     if not path.exists():
@@ -129,7 +129,9 @@ def loopback_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetEn
     require_sshd()
     work = tmp_path_factory.mktemp("sshd-fleet")
     recs = fleet_recordings(work)
-    fleet = LoopbackFleet(work / "fleet", slow_seconds=int(TIMEOUT * 4))
+    # the slow host sleeps 60 s: a run that waited for it is told apart from a bounded one even when a
+    # loaded machine makes the whole run slow
+    fleet = LoopbackFleet(work / "fleet", slow_seconds=60)
     healthy: dict[str, Path] = {}
     for i in range(max(MIN_HEALTHY, len(recs))):
         addr = healthy_address(i)

@@ -31,6 +31,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -348,6 +349,30 @@ class LoopbackFleet:
         conns = Counter(re.findall(r"Connection from \S+ port \d+ on (\S+) port \d+", text))
         execs = Counter(re.findall(r"Starting session: (?:forced-command|command)\b[^\n]*?fakehost\.sh (\S+)'", text))
         return conns, execs
+
+    def counts_when(
+        self, since: dict[Path, int] | None, done: Callable[[Counter[str], Counter[str]], bool], timeout: float = 30.0
+    ) -> tuple[Counter[str], Counter[str]]:
+        """counts() once `done(conns, execs)` holds: sshd writes its lines after the client has gone, so a
+        test waits for the lines it expects (the timeout is a safety net; the caller's asserts then fail)."""
+        end = time.monotonic() + timeout
+        while True:
+            conns, execs = self.counts(since)
+            if done(conns, execs) or time.monotonic() > end:
+                return conns, execs
+            time.sleep(0.05)
+
+    def settled_counts(self, since: dict[Path, int] | None, quiet: float = 1.0, timeout: float = 30.0) -> tuple[Counter[str], Counter[str]]:
+        """counts() once the logs have not grown for `quiet` seconds (for a run whose every count is not known
+        in advance): each connection's lines come after the client has gone."""
+        end = time.monotonic() + timeout
+        last, still = self.log_mark(), time.monotonic()
+        while time.monotonic() < end and time.monotonic() - still < quiet:
+            time.sleep(0.05)
+            now = self.log_mark()
+            if now != last:
+                last, still = now, time.monotonic()
+        return self.counts(since)
 
     # -- teardown
 

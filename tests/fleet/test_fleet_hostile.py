@@ -20,9 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsdcrypt.fleet import Auditor, FleetOptions, render, run_fleet
+from bsdcrypt.fleet import Auditor, FleetOptions, run_fleet
 from bsdcrypt.hostsfile import parse_hosts
 from bsdcrypt.probe import MAX_OUTPUT as PROBE_MAX_OUTPUT
+from bsdcrypt.render.fleet import render
 from bsdcrypt.ssh import SSHContext, SSHError, SSHHost
 from bsdcrypt.ssh.config import parse_port, parse_seconds
 from bsdcrypt.ssh.host import shown_bytes

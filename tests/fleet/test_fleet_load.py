@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from bsdcrypt import fleet
 from bsdcrypt.fleet import Auditor, FleetOptions, HostResult, Progress, failed_status, run_fleet
+from bsdcrypt.fleet import run as fleet_run
 from bsdcrypt.hostsfile import HostEntry, parse_hosts
 
 NO_KNOWN_HOSTS = "Host *\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n"
@@ -79,7 +79,7 @@ def test_a_backlog_of_results_never_times_a_finished_host_out(
     takes the first result: each row still says what its host did (refused), and the run never starts
     more workers than --parallel. It used to declare every finished host still waiting in the queue
     timed out, start an extra worker for each, and throw the real results away."""
-    monkeypatch.setattr(fleet, "GRACE", 0.2)
+    monkeypatch.setattr(fleet_run, "GRACE", 0.2)
     all_done, stall = threading.Event(), threading.Event()
     count = [0]
     lock = threading.Lock()
@@ -121,13 +121,13 @@ def test_a_host_stuck_past_its_grace_is_given_up_without_a_worker_beyond_paralle
 
     opts = FleetOptions(parallel=2, timeout=0.3)
     auditor = Counting(opts, audit)
-    original = fleet._timed_out
+    original = fleet_run._timed_out
 
     def given_up(*args: Any) -> HostResult:
         release.set()  # the stuck worker comes back now and goes on with the next hosts
         return original(*args)
 
-    monkeypatch.setattr(fleet, "_timed_out", given_up)
+    monkeypatch.setattr(fleet_run, "_timed_out", given_up)
     run = run_fleet(parse_hosts(closed_ports(8), "h").entries, opts, auditor=auditor)
     by = {r.entry.host: r.error_kind for r in run.results}
     assert by.pop("127.9.0.1") == "timeout"

@@ -37,14 +37,14 @@ def cli(*args: str, **extra_env: str) -> subprocess.Popen[str]:
 
 
 def test_slow_match_exec_lookups_run_in_parallel_within_the_bound(tmp_path: Path) -> None:
-    """20 hosts whose config takes 1 s each to look up (`Match exec "sleep 1"`): the lookups used to run
-    one after the other before any host started (20 s); now each runs in its host's worker, so the run
+    """20 hosts whose config takes 2 s each to look up (`Match exec "sleep 2"`): the lookups used to run
+    one after the other before any host started (40 s); now each runs in its host's worker, so the run
     stays within ceil(hosts / parallel) * (timeout + grace)."""
     cfg = tmp_path / "ssh_config"
-    cfg.write_text('Match exec "sleep 1"\n    ConnectTimeout 2\n' + NO_KNOWN_HOSTS)
+    cfg.write_text('Match exec "sleep 2"\n    ConnectTimeout 2\n' + NO_KNOWN_HOSTS)
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("".join(f"root@{NOWHERE}:{port}\n" for port in range(1, 21)))
-    timeout, parallel = 3, 32
+    timeout, parallel = 6, 32
     start = time.monotonic()
     proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", str(timeout), "-j", str(parallel), "-f", "csv", "-q")
     out, err = proc.communicate(timeout=120)
@@ -52,7 +52,8 @@ def test_slow_match_exec_lookups_run_in_parallel_within_the_bound(tmp_path: Path
     rows = out.splitlines()[1:]
     assert len(rows) == 20 and all(",refused,connection refused" in r for r in rows), (out, err)
     bound = math.ceil(20 / parallel) * (timeout + GRACE)
-    assert elapsed < bound + 3.0, f"{elapsed:.1f}s (bound {bound}s, plus 3 s to start Python)"
+    # the slack (starting Python on a loaded machine) is a safety net, well below the 40 s of lookups in turn
+    assert elapsed < bound + 20.0, f"{elapsed:.1f}s (bound {bound}s, plus 20 s to start Python under load)"
 
 
 def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) -> None:
@@ -68,7 +69,7 @@ def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) ->
     elapsed = time.monotonic() - start
     rows = out.splitlines()[1:]
     assert len(rows) == 2 and all(",timeout,timed out after 1s" in r for r in rows), (out, err)
-    assert elapsed < 1 + GRACE + 4.0, elapsed
+    assert elapsed < 1 + GRACE + 15.0, elapsed  # not the 30 s of the command: the slack is for a loaded machine
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     assert wait_until(lambda: not any(alive(p) for p in started), 5), "the Match exec commands outlived the run"

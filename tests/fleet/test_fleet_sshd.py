@@ -93,8 +93,7 @@ def full_run(loopback_fleet: FleetEnv, tmp_path_factory: pytest.TempPathFactory)
         "--parallel", "64", "--format", "json", "-o", str(out),
     )
     elapsed = time.monotonic() - start
-    time.sleep(0.3)  # let sshd flush the last log lines
-    conns, execs = env.fleet.counts(mark)
+    conns, execs = env.fleet.settled_counts(mark)  # sshd writes the last lines after the client has gone
     return {
         "proc": proc, "elapsed": elapsed, "what": what, "doc": json.loads(out.read_text()),
         "conns": conns, "execs": execs, "out": out, "ptys": env.fleet.ptys(mark),
@@ -199,7 +198,8 @@ def test_wall_time_bounded_and_exit_status_is_the_worst(full_run: dict[str, Any]
     # a critical host (GELI stuck on software) outranks the unreachable `unknown` ones
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""  # -o: the report went to the file
-    assert full_run["elapsed"] < TIMEOUT + GRACE + 3.0, full_run["elapsed"]
+    # bounded by the timeout, not by the slow host's 60 s sleep; the slack is a safety net for a loaded machine
+    assert full_run["elapsed"] < TIMEOUT + GRACE + 30.0, full_run["elapsed"]
     doc = full_run["doc"]
     assert doc["fleet"]["hosts"] == len(full_run["what"])
     assert doc["fleet"]["verdict"] == "critical"
@@ -290,8 +290,7 @@ def test_proxyjump_reaches_the_target_through_the_jump_host(loopback_fleet: Flee
     row = json.loads(run.stdout)["hosts"][0]
     assert row["fleet"]["error"] is None, row["fleet"]
     assert strip(row) == replay_status(rec)
-    time.sleep(0.3)
-    conns, execs = fl.counts(mark)
+    conns, execs = fl.counts_when(mark, lambda c, e: c[jump] >= 1 and c[target] >= 1 and e[target] >= 1)
     assert (conns[jump], execs[jump]) == (1, 0)
     assert (conns[target], execs[target]) == (1, 1)
 
@@ -366,8 +365,7 @@ def test_proxy_command_ssh_w_through_a_jump_host(loopback_fleet: FleetEnv, tmp_p
     assert closed["error_kind"] == "proxy", closed
     assert "exited with status 255 before the SSH banner" in closed["error"]
     assert "Connection refused" in closed["error"] and "stdio forwarding failed" in closed["error"]
-    time.sleep(0.3)
-    conns, execs = fl.counts(mark)
+    conns, execs = fl.counts_when(mark, lambda c, e: c[jump] >= 2 and c[target] >= 1 and e[target] >= 1)
     assert (conns[jump], execs[jump]) == (2, 0)
     assert (conns[target], execs[target]) == (1, 1)
 

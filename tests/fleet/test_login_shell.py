@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_act import require_tcsh
 
-from bsdcrypt.act import read_loader_files, safe_write, undo_write
+from bsdcrypt.enable.act import read_loader_files, safe_write, undo_write
 from bsdcrypt.loaderconf import FileEdit
 
 from .conftest import require_sshd, start_or_skip

@@ -12,22 +12,28 @@ from typing import Annotated, Any
 import typer
 
 from bsdcrypt.bench import (
-    MIB,
     BenchError,
     BenchInterrupted,
     BenchParams,
     BenchResult,
     HostFacts,
     Speedup,
-    UserlandResult,
 )
 from bsdcrypt.bench.model import NO_BEFORE_COMPILED_IN, NO_BEFORE_LOADED, compare, userland_record
-from bsdcrypt.host import Host
+from bsdcrypt.hosts.base import Host
+from bsdcrypt.render.bench import (
+    cleanup_document,
+    compare_document,
+    ratios,
+    render_compare,
+    render_table,
+    render_userland,
+)
+from bsdcrypt.render.serialize import dump as _dump
 
 FORMATS = ("table", "json", "yaml", "prometheus", "html")
 COMPARE_FORMATS = ("table", "json", "yaml", "html")
 EXIT_INTERRUPTED = 130
-BAR_WIDTH = 40
 
 
 def default_results_dir() -> Path:
@@ -54,88 +60,6 @@ def save_record(result: BenchResult, directory: Path) -> Path:
     return save_json(result.to_record(), directory, result.started, result.host.hostname)
 
 
-def spread_text(m: Any) -> str:
-    """The spread as the record defines it, (max-min)/median, or "single run"."""
-    return "single run" if m.single else f"{m.spread_pct or 0:.1f}% ({len(m.samples)} runs)"
-
-
-def _bar(value: float, top: float) -> str:
-    if top <= 0:
-        return ""
-    n = round(BAR_WIDTH * value / top)
-    return "█" * n + "·" * (BAR_WIDTH - n)
-
-
-def bar_chart(rows: list[tuple[str, float]]) -> str:
-    """Terminal bar chart of MiB/s, one line per (label, MiB/s)."""
-    if not rows:
-        return ""
-    top = max(v for _, v in rows)
-    width = max(len(label) for label, _ in rows)
-    return "".join(f"  {label:<{width}}  {_bar(v, top)}  {v:8.0f} MiB/s\n" for label, v in rows)
-
-
-def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
-    from tabulate import tabulate
-
-    h = result.host
-    p = result.params
-    accel = {None: "", True: "  (accelerated)", False: "  (NOT accelerated)"}[result.accelerated]
-    lines = [
-        f"host: {h.hostname or '?'}  {h.release or ''} {h.arch or ''}".rstrip(),
-        f"cpu: {h.cpu_model or 'unknown'}  ({h.ncpu or '?'} CPUs)  "
-        f"driver: {h.driver or '-'} {h.driver_state}",
-        f"GELI: {result.geli_algorithm or p.ealgo} {result.geli_keylength or p.keylen}, "
-        f"sector {p.sectorsize}, Crypto: {result.crypto or 'unknown'}{accel}",
-        f"fio: {result.fio_version or '?'}  bs={p.bs} iodepth={p.iodepth} numjobs={result.numjobs} "
-        f"runtime={p.runtime_s}s engine={p.ioengine} md={p.size_mib} MiB  runs={p.repeat}",
-        "",
-    ]
-    table = []
-    for m in result.measurements:
-        spread = spread_text(m)
-        what = f"GELI on md ({result.crypto or '?'})" if m.target == "geli" else "bare md (ceiling)"
-        table.append([m.direction, what, f"{m.median_mib_s:.0f}", f"{m.median_iops:.0f}", spread])
-    lines.append(
-        tabulate(table, headers=["dir", "target", "MiB/s", "IOPS", "spread (max-min)/median"], tablefmt="simple")
-    )
-    lines.append("")
-    for d in p.directions:
-        rows: list[tuple[str, float]] = []
-        if speedup is not None and speedup.before_mib_s.get(d) is not None:
-            rows.append((f"{d} before ({speedup.before_crypto})", float(speedup.before_mib_s[d] or 0)))
-        g = result.get("geli", d)
-        if g is not None:
-            rows.append((f"{d} {'after' if speedup else 'GELI'} ({result.crypto})", g.median_mib_s))
-        c = result.get("md", d)
-        if c is not None:
-            rows.append((f"{d} md ceiling", c.median_mib_s))
-        lines.append(bar_chart(rows).rstrip("\n"))
-        frac = result.ceiling_fraction(d)
-        if frac is not None:
-            lines.append(f"  {d}: GELI reaches {100 * frac:.0f}% of the md ceiling")
-        if speedup is not None and speedup.ratio.get(d) is not None:
-            lines.append(f"  {d}: speedup {speedup.ratio[d]:.1f}x")
-    if speedup is not None:
-        lines.append(f"  {speedup.note}")
-    for w in result.warnings:
-        lines.append(f"note: {w}")
-    return "\n".join(lines) + "\n"
-
-
-def render_userland(u: UserlandResult) -> str:
-    from tabulate import tabulate
-
-    rows = []
-    for c in u.ciphers:
-        plain = "-" if c.bytes_per_s is None else f"{c.bytes_per_s / MIB:.0f}"
-        masked = "-" if c.masked_bytes_per_s is None else f"{c.masked_bytes_per_s / MIB:.0f}"
-        rows.append([c.cipher, plain, masked])
-    head = f"userland (openssl {u.openssl_version or '?'} speed -evp, 16 KiB blocks, MiB/s):"
-    body = tabulate(rows, headers=["cipher", "MiB/s", "AES-NI masked"], tablefmt="simple")
-    return f"{head}\n{body}\n{u.advice}\n"
-
-
 def _now() -> str:
     from datetime import UTC, datetime
 
@@ -154,98 +78,12 @@ def _facts_for(host: Host) -> HostFacts | None:
         return None
 
 
-def cleanup_document(report: Any) -> dict[str, Any]:
-    """`bench --cleanup -f json|yaml`: what was removed, what could not be, what was left alone and why."""
-    return {
-        "kind": "bsdcrypt-bench-cleanup",
-        "ok": report.ok,
-        "removed": list(report.removed),
-        "failed": [{"device": dev, "why": why} for dev, why in report.failed],
-        "left_alone": [{"device": dev, "why": why} for dev, why in report.refused],
-        "summary": report.summary(),
-    }
-
-
-def _dump(data: Any, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(data, indent=2) + "\n"
-    import yaml
-
-    return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000))
-
-
 # --------------------------------------------------------------------------- bench --compare
-
-
-def _ratios(runs: list[tuple[str, BenchResult]]) -> list[str]:
-    """Each later run's GELI median over the first run's, per direction ("2 vs 1 write: 5.3x")."""
-    out: list[str] = []
-    if len(runs) < 2:
-        return out
-    first = runs[0][1]
-    for n, (_, res) in enumerate(runs[1:], start=2):
-        for d in ("write", "read"):
-            a, b = res.get("geli", d), first.get("geli", d)
-            if a is not None and b is not None and b.median_bw > 0:
-                out.append(f"run {n} vs run 1, {d}: {a.median_bw / b.median_bw:.1f}x")
-    return out
-
-
-def _figure(m: Any) -> str:
-    text = f"{m.median_mib_s:6.0f} MiB/s"
-    if not m.single:
-        mibs = [x.bw_bytes / MIB for x in m.samples]
-        text += f"  [{min(mibs):.0f}..{max(mibs):.0f}, {len(m.samples)} runs, spread {m.spread_pct or 0:.1f}%]"
-    return text
-
-
-def render_compare(runs: list[tuple[str, BenchResult]], width: int = 32) -> str:
-    """The terminal comparison: the runs, then per direction a bar per run (GELI, then the md ceiling)."""
-    from bsdcrypt.render.bars import chart
-
-    lines = [f"comparing {len(runs)} bench record{'s' if len(runs) != 1 else ''}:"]
-    for n, (path, res) in enumerate(runs, start=1):
-        h = res.host
-        lines.append(f"  {n}  {_one_line(path)}")
-        lines.append(
-            f"     {h.hostname or '?'}  {h.release or ''} {h.arch or ''}  started {res.started or '?'}"
-            f"  GELI {res.geli_algorithm or res.params.ealgo} {res.geli_keylength or res.params.keylen}"
-            f"  crypto: {res.crypto or 'unknown'}" + (f"  ({res.context})" if res.context else "")
-        )
-    groups = []
-    for d in ("write", "read"):
-        rows: list[tuple[str, float, str]] = []
-        for n, (_, res) in enumerate(runs, start=1):
-            g, c = res.get("geli", d), res.get("md", d)
-            if g is not None:
-                rows.append((f"{n} GELI ({res.crypto or 'crypto unknown'})", g.median_mib_s, _figure(g)))
-            if c is not None:
-                rows.append((f"{n} md ceiling", c.median_mib_s, _figure(c)))
-        if rows:
-            groups.append((f"{d} (MiB/s, median of the runs; [min..max] with --repeat)", rows))
-    lines.append("")
-    body = chart(groups, width=width)
-    ratios = _ratios(runs)
-    tail = "".join(f"  {r}\n" for r in ratios)
-    return "\n".join(lines) + "\n" + body + ("\n" + tail if tail else "")
-
-
-def _one_line(text: str) -> str:
-    """A file name or host text on one terminal line: control characters shown as ?."""
-    return "".join(c if c.isprintable() else "?" for c in text)
-
-
-def compare_document(runs: list[tuple[str, BenchResult]]) -> dict[str, Any]:
-    return {
-        "kind": "bsdcrypt-bench-compare",
-        "records": [{"file": path, **res.to_record()} for path, res in runs],
-        "ratios_vs_first": _ratios(runs),
-    }
 
 
 def _compare(records: list[str], fmt: str, output: str | None) -> None:
     from bsdcrypt.bench.records import expand, label, load, same_file
-    from bsdcrypt.cli import fail, write_report
+    from bsdcrypt.cli.options import fail, write_report
     from bsdcrypt.errors import BsdcryptError
 
     if fmt not in COMPARE_FORMATS:
@@ -272,7 +110,7 @@ def _compare(records: list[str], fmt: str, output: str | None) -> None:
         text = bench_page(
             [BenchRun(f"{n}: {label(res)}", res, key=str(n)) for n, (_, res) in enumerate(runs, start=1)],
             title="bsdcrypt bench comparison", command="bench --compare",
-            source=", ".join(p for p, _ in runs), ratios=_ratios(runs),
+            source=", ".join(p for p, _ in runs), ratios=ratios(runs),
         )
     else:
         text = _dump(compare_document(runs), fmt)
@@ -437,7 +275,7 @@ def _complete_format(incomplete: str) -> list[tuple[str, str]]:
 
 
 def _host_help() -> str:
-    from bsdcrypt.cli import literal_help  # at registration time: cli is loaded by then
+    from bsdcrypt.cli.options import literal_help
 
     return literal_help("local (default), or [user@]host[:port] over SSH (a recording cannot run a bench).")
 
@@ -528,8 +366,8 @@ def register(app: typer.Typer) -> None:
         Exit status: 0 done, 3 error, 130 interrupted.
         """
         from bsdcrypt import bench as engine
-        from bsdcrypt.cli import fail, write_report
-        from bsdcrypt.host import parse_host_spec
+        from bsdcrypt.cli.options import fail, write_report
+        from bsdcrypt.hosts.open import parse_host_spec
 
         if compare:
             _compare(records or [], fmt, output)
@@ -621,7 +459,7 @@ def register(app: typer.Typer) -> None:
         elif fmt == "prometheus":
             import time
 
-            from bsdcrypt.prometheus import render_bench
+            from bsdcrypt.render.prometheus import render_bench
 
             write_report(render_bench(result.to_record(), h.spec, timestamp=time.time()), output)
         elif fmt == "html":

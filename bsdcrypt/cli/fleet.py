@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt, literal_help, seconds
+from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt, literal_help, seconds
 
 FORMATS = ("table", "json", "yaml", "csv", "prometheus", "html")
 
@@ -121,7 +121,9 @@ def _fleet_audit(
         source = "standard input" if hosts_file == "-" else hosts_file
         report = fleet_page(run, title="bsdcrypt fleet audit", source=source, command="fleet-audit")
     else:
-        report = fleet.render(run, fmt)
+        from bsdcrypt.render.fleet import render
+
+        report = render(run, fmt)
     if output is None or output == "-":
         typer.echo(report, nl=False)
     else:

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from bsdcrypt.host import Host, RunResult
+from bsdcrypt.hosts.base import Host, RunResult
 
 _enabled = os.environ.get("BSDCRYPT_VERBOSE", "") not in ("", "0")
 _lock = threading.Lock()
@@ -64,8 +64,14 @@ class VerboseHost:
         self._stream = stream
         self.name = host.name
         self.spec = host.spec
-        recording = sys.modules.get("bsdcrypt.recording")  # loaded whenever a ReplayHost exists
-        self._replay = recording is not None and isinstance(host, recording.ReplayHost)
+
+    @property
+    def kind(self) -> str:
+        return self._host.kind
+
+    @property
+    def can_exec(self) -> bool:
+        return self._host.can_exec
 
     def _log(self, lines: list[str]) -> None:
         stream = self._stream or sys.stderr
@@ -74,7 +80,7 @@ class VerboseHost:
             stream.flush()
 
     def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
-        lines = describe(command, replay=self._replay)
+        lines = describe(command, replay=self.kind == "replay")
         if input:
             lines[0] += f"  (with {len(input)} bytes on stdin)"
         self._log(lines)
@@ -90,15 +96,18 @@ class VerboseHost:
         ])
         return result
 
+    def abort(self) -> None:
+        self._host.abort()
+
     def close(self) -> None:
         self._host.close()
 
-    def __getattr__(self, attr: str) -> Any:  # abort(), evidence, ... of the wrapped host
+    def __getattr__(self, attr: str) -> Any:  # evidence, provenance, ... of the wrapped host
         return getattr(self._host, attr)
 
 
 def unwrap(host: Host) -> Host:
-    """The host under any VerboseHost: what `isinstance` checks must look at (-v wraps every host)."""
+    """The host under any VerboseHost."""
     while isinstance(host, VerboseHost):
         host = host._host
     return host

@@ -1,6 +1,6 @@
 """The enable/disable planner (pure): a Status and the loader files in, a Plan of actions as data out.
 
-Nothing here runs commands.  `bsdcrypt.act` performs a Plan on a Host.  The decision table is
+Nothing here runs commands.  `bsdcrypt.enable.act` performs a Plan on a Host.  The decision table is
 documented in docs/enable.md.
 """
 

@@ -21,76 +21,36 @@ paramiko is imported only if the fleet has SSH entries (replay-only fleets never
 
 from __future__ import annotations
 
-import csv
-import io
-import ipaddress
 import os
 import queue
-import re
 import resource
 import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from bsdcrypt import verbose
-from bsdcrypt.errors import REMEDIES as REMEDIES  # re-exported from its old home, for now
-from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, fleet_remedy, kind_of
-from bsdcrypt.host import Host, RunResult
+from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, kind_of
+from bsdcrypt.fleet.progress import Progress
+from bsdcrypt.fleet.results import FleetInterrupted, FleetRun, HostResult, failed_status
+from bsdcrypt.hosts import verbose
+from bsdcrypt.hosts.base import Host, RunResult
+from bsdcrypt.hosts.open import open_host, replay_file
 from bsdcrypt.hostsfile import Duplicate, HostEntry
-from bsdcrypt.interrupts import Interrupted, signals_ignored, signame_of
+from bsdcrypt.interrupts import signals_ignored, signame_of
 from bsdcrypt.probe import MAX_OUTPUT as PROBE_MAX_OUTPUT
 from bsdcrypt.probe import PROBE_MAGIC
-from bsdcrypt.status import EXIT_CODES, Finding, Status, error_status, worst_verdict
+from bsdcrypt.status import Status
 
 DEFAULT_PARALLEL = 32
 DEFAULT_TIMEOUT = 30.0
 GRACE = 2.0  # after the deadline, how long an aborted worker may take to give up
 FDS_PER_HOST = 4  # socket, agent socket, and a ProxyCommand's pipes
 FD_RESERVE = 64
-VERDICT_ORDER = {"critical": 0, "warning": 1, "unknown": 2, "ok": 3}  # table: needing action first
 
 
-
-
-@dataclass
-class HostResult:
-    """One row of the fleet: the host's Status (a synthetic one when it failed)."""
-
-    entry: HostEntry
-    status: Status
-    elapsed: float
-    error: str | None = None
-    error_kind: str | None = None
-
-    @property
-    def target(self) -> str:
-        return self.entry.spec
-
-    @property
-    def verdict(self) -> str:
-        return self.status.verdict
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `status --format json` schema, plus a `fleet` member for this run."""
-        data = self.status.to_dict()
-        data["fleet"] = {
-            "target": self.target,
-            "source_line": self.entry.source,
-            "error": self.error,
-            "error_kind": self.error_kind,
-            "elapsed_s": round(self.elapsed, 3),
-        }
-        return data
-
-
-def failed_status(entry: HostEntry, kind: str, reason: str) -> Status:
-    return error_status(
-        entry.host or entry.spec, entry.ssh_spec, f"fleet-{kind}", reason, fleet_remedy(kind)
-    )
 
 
 class _ProbeGuard:
@@ -102,6 +62,14 @@ class _ProbeGuard:
         self.name = host.name
         self.spec = host.spec
 
+    @property
+    def kind(self) -> str:
+        return self.host.kind
+
+    @property
+    def can_exec(self) -> bool:
+        return self.host.can_exec
+
     def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
         result = self.host.run(command, input=input, timeout=timeout)
         if PROBE_MAGIC in command and result.rc != 0:
@@ -109,6 +77,9 @@ class _ProbeGuard:
             size = len(result.stdout)
             raise CutOff(f"the probe was cut off: the remote shell ended {how} after {size} bytes")
         return result
+
+    def abort(self) -> None:
+        self.host.abort()
 
     def close(self) -> None:
         self.host.close()
@@ -121,24 +92,6 @@ class _Duplicate(Exception):
     def __init__(self, first: int) -> None:
         super().__init__(first)
         self.first = first
-
-
-class FleetInterrupted(Interrupted):
-    """Ctrl-C or SIGTERM during a fleet run; raised by run_fleet once the hosts in flight were aborted
-    and their ProxyCommands killed, with what the run had got to."""
-
-    def __init__(self, signame: str = "SIGINT") -> None:
-        super().__init__(signame)
-        self.counted = False  # set by run_fleet: the interrupt came while hosts were being audited
-        self.done = 0
-        self.in_flight = 0
-        self.not_started = 0
-
-    def describe(self) -> str:
-        if not self.counted:
-            return f"interrupted by {self.signame}"
-        return (f"interrupted by {self.signame}: {self.done} host{'' if self.done == 1 else 's'} done, "
-                f"{self.in_flight} in flight aborted, {self.not_started} not started")
 
 
 # ---------------------------------------------------------------------------- assessment seam
@@ -232,21 +185,12 @@ class Auditor:
 
     def make_host(self, entry: HostEntry) -> Host:
         if entry.replay is not None:
-            from bsdcrypt.recording import ReplayHost
-
-            replay = ReplayHost.from_file(replay_path(entry))
             # as `status --host` does: the source is what the line says (`replay:NAME`, or the path as written),
             # never where a shipped recording happens to be installed (labels must not change when the venv moves)
-            replay.spec = entry.ssh_spec
-            return replay
-        from bsdcrypt.ssh import SSHHost
-
-        return SSHHost(
-            entry.host,
-            user=entry.user,
-            port=entry.port,
-            context=self.ssh_context(),
-            spec=entry.ssh_spec,
+            return open_host(entry.ssh_spec, base_dir=entry.base_dir or "")
+        return open_host(
+            entry.ssh_spec,
+            ssh=self.ssh_context(),
             timeout=self.options.timeout,
             max_output=PROBE_MAX_OUTPUT,  # hosts answering garbage must not hold 32 MiB each
         )
@@ -274,15 +218,8 @@ class Auditor:
 
 def replay_path(entry: HostEntry) -> Path:
     """The recording of a replay: entry: relative to the hosts file's folder, else as given, else shipped."""
-    from bsdcrypt.recording import resolve_recording
-
     assert entry.replay is not None
-    path = Path(entry.replay).expanduser()
-    if not path.is_absolute() and entry.base_dir:
-        candidate = Path(entry.base_dir) / path
-        if candidate.is_file():
-            return candidate
-    return path if path.is_file() else resolve_recording(entry.replay)
+    return replay_file(entry.replay, entry.base_dir or None)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -304,61 +241,6 @@ def fd_limit_parallel(wanted: int) -> int:
     return max(1, min(wanted, (soft - FD_RESERVE) // FDS_PER_HOST))
 
 
-class Progress:
-    """`done/total, failed, elapsed, ETA` on one stderr line; only when stderr is a terminal.
-
-    Redrawn when a host finishes (at most every 0.1 s) and by `tick()` every `REFRESH` seconds
-    meanwhile, so that elapsed time and ETA move while slow hosts hold the count still.
-    """
-
-    REFRESH = 0.5
-
-    def __init__(
-        self,
-        total: int,
-        stream: TextIO | None = None,
-        enabled: bool | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.total = total
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.clock = clock
-        self.start = clock()
-        self._last = 0.0
-        self._width = 0
-        self._done = self._failed = 0
-
-    def tick(self) -> None:
-        """Redraw with the same counts if the line is older than REFRESH (the fleet loop calls it often)."""
-        if self.enabled and self.clock() - self._last >= self.REFRESH:
-            self.update(self._done, self._failed, force=True)
-
-    def update(self, done: int, failed: int, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        self._done, self._failed = done, failed
-        now = self.clock()
-        if not force and now - self._last < 0.1 and done < self.total:
-            return
-        self._last = now
-        elapsed = now - self.start
-        eta = "--" if done == 0 else f"{elapsed / done * (self.total - done):.0f}s"
-        bar_w = 24
-        filled = bar_w * done // max(1, self.total)
-        line = (f"[{'#' * filled}{'.' * (bar_w - filled)}] {done}/{self.total} done, "
-                f"{failed} failed, {elapsed:.0f}s elapsed, ETA {eta}")
-        pad = max(0, self._width - len(line))
-        self._width = len(line)
-        self.stream.write("\r" + line + " " * pad)
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
-
-
 @dataclass
 class _Running:
     started: float
@@ -377,34 +259,6 @@ def _kill_match_execs(thread: int) -> None:
     config = sys.modules.get("bsdcrypt.ssh.config")  # loaded only if a host used SSH
     if config is not None:
         config.kill_match_execs(thread)
-
-
-@dataclass
-class FleetRun:
-    results: list[HostResult]
-    elapsed: float
-    parallel: int
-    timeout: float
-    duplicates: list[str] = field(default_factory=list)
-    workers: int = 0  # worker threads the run started (at most `parallel`)
-
-    @property
-    def verdict(self) -> str:
-        return worst_verdict([r.verdict for r in self.results])
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
-
-    def totals(self) -> dict[str, int]:
-        out = {v: 0 for v in ("critical", "warning", "unknown", "ok")}
-        for r in self.results:
-            out[r.verdict] = out.get(r.verdict, 0) + 1
-        return out
-
-    @property
-    def failed(self) -> int:
-        return sum(1 for r in self.results if r.error is not None)
 
 
 def _duplicate_notes(entries: Sequence[HostEntry], dup_of: dict[int, int]) -> list[str]:
@@ -496,7 +350,7 @@ def run_fleet(
                         if first is not None:
                             host.close()
                             raise _Duplicate(first)
-                if slot.aborted and hasattr(host, "abort"):
+                if slot.aborted:
                     host.abort()
 
             try:
@@ -641,178 +495,6 @@ def _sweep() -> None:
     config = sys.modules.get("bsdcrypt.ssh.config")
     if config is not None:
         config.kill_match_execs()
-
-
-# ---------------------------------------------------------------------------- rendering
-
-
-def _yesno(value: object) -> str:
-    return {True: "yes", False: "no", None: "?"}.get(value, str(value))  # type: ignore[call-overload]
-
-
-def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
-    """Sort key where digit runs compare as numbers: fw2 before fw10."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
-                 for part in re.split(r"(\d+)", text) if part)
-
-
-def host_order(entry: HostEntry) -> tuple[Any, ...]:
-    """IP addresses by value (IPv4, then IPv6), then names naturally (fw2 before fw10), then anything
-    else (replay:, analyze's inputs) naturally; port and user break ties."""
-    if entry.host:
-        tail = (entry.port or 0, entry.user or "")
-        try:
-            ip = ipaddress.ip_address(entry.host.split("%", 1)[0])
-        except ValueError:
-            return (1, _natural(entry.host), *tail)
-        return (0, ip.version, int(ip), *tail)
-    return (2, _natural(entry.spec))
-
-
-def sort_results(results: Sequence[HostResult]) -> list[HostResult]:
-    """Hosts needing action first (critical, warning, unknown, ok), then in host order."""
-    return sorted(results, key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), host_order(r.entry)))
-
-
-def _top_finding(status: Status) -> Finding | None:
-    rank = {"critical": 0, "unknown": 1, "warning": 2, "info": 3}
-    return min(status.findings, key=lambda f: rank.get(f.severity, 9), default=None)
-
-
-def row(r: HostResult) -> dict[str, str]:
-    s = r.status
-    o, c, d, p = s.os, s.cpu, s.driver, s.persist
-    top = _top_finding(s)
-    if r.error is not None:
-        return {
-            "host": r.target, "os": "-", "aesni": "-", "driver": "-", "persisted": "-", "geli_software": "-",
-            "verdict": r.verdict, "finding": f"{r.error_kind}: {r.error}",
-        }
-    osname = " ".join(x for x in (o.name, o.release) if x) or "unknown"
-    if o.product:
-        osname += f" ({o.product})"
-    elif o.variant and o.variant not in ("freebsd", "unknown") and o.variant != (o.name or "").lower():
-        osname += f" ({o.variant})"
-    soft = [g.name for g in s.geli if g.accelerated is False]
-    persisted = "compiled in" if d.compiled_in else _yesno(p.configured)
-    if p.configured is None and (p.source or "").endswith("(inferred)"):
-        persisted = "inferred (appliance)"  # the appliance-managed finding says why
-    if p.needed is False and not d.compiled_in:
-        persisted += " (not needed)"
-    return {
-        "host": r.target,
-        "os": osname,
-        "aesni": _yesno(c.aesni),
-        "driver": f"{d.name or '-'}: {d.state}",
-        "persisted": persisted,
-        "geli_software": ", ".join(soft) if soft else ("no" if s.geli else "-"),
-        "verdict": r.verdict,
-        "finding": f"{top.id}: {top.message}" if top else "",
-    }
-
-
-HEADERS = {
-    "host": "host", "os": "OS / release", "aesni": "CPU AES-NI", "driver": "driver", "persisted": "persisted",
-    "geli_software": "GELI on software", "verdict": "verdict", "finding": "top finding",
-}
-
-
-def _clip(text: str, width: int = 90) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def render_table(run: FleetRun) -> str:
-    from tabulate import tabulate
-
-    rows = []
-    for r in sort_results(run.results):
-        cells = row(r)
-        cells["verdict"] = cells["verdict"].upper()
-        cells["finding"] = _clip(cells["finding"])
-        rows.append([cells[k] for k in HEADERS])
-    out = tabulate(rows, headers=list(HEADERS.values()), tablefmt="simple")
-    totals = run.totals()
-    parts = [f"{n} {v}" for v, n in totals.items() if n]
-    summary = f"{len(run.results)} host{'' if len(run.results) == 1 else 's'}: " + ", ".join(parts)
-    if run.failed:
-        summary += f" ({run.failed} could not be audited)"
-    summary += f"; {run.elapsed:.1f}s, parallel {run.parallel}, timeout {run.timeout:g}s"
-    tot = tabulate([[v.upper(), totals[v]] for v in totals], headers=["verdict", "hosts"], tablefmt="simple")
-    return f"{out}\n\n{tot}\n\n{summary}\n"
-
-
-def document(run: FleetRun) -> dict[str, Any]:
-    return {
-        "schema": 1,
-        "fleet": {
-            "hosts": len(run.results),
-            "verdict": run.verdict,
-            "totals": run.totals(),
-            "failed": run.failed,
-            "elapsed_s": round(run.elapsed, 3),
-            "parallel": run.parallel,
-            "timeout_s": run.timeout,
-            "duplicates": run.duplicates,
-        },
-        "hosts": [r.to_dict() for r in sort_results(run.results)],
-    }
-
-
-CSV_FIELDS = (
-    "host", "target", "os", "variant", "release", "arch", "cpu_aesni", "driver", "driver_state",
-    "persisted", "persist_needed", "geli_software", "verdict", "top_finding_id", "top_finding",
-    "error_kind", "error", "elapsed_s",
-)
-
-
-def render_csv(run: FleetRun) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
-    w.writeheader()
-    for r in sort_results(run.results):
-        s = r.status
-        top = _top_finding(s)
-        ok = r.error is None
-        w.writerow({
-            "host": s.host,
-            "target": r.target,
-            "os": s.os.name or "",
-            "variant": s.os.variant if ok else "",
-            "release": s.os.release or "",
-            "arch": s.os.arch or "",
-            "cpu_aesni": "" if s.cpu.aesni is None else str(s.cpu.aesni).lower(),
-            "driver": s.driver.name or "",
-            "driver_state": s.driver.state if ok else "",
-            "persisted": "" if s.persist.configured is None else str(s.persist.configured).lower(),
-            "persist_needed": "" if s.persist.needed is None else str(s.persist.needed).lower(),
-            "geli_software": " ".join(g.name for g in s.geli if g.accelerated is False),
-            "verdict": r.verdict,
-            "top_finding_id": top.id if top else "",
-            "top_finding": top.message if top else "",
-            "error_kind": r.error_kind or "",
-            "error": r.error or "",
-            "elapsed_s": f"{r.elapsed:.3f}",
-        })
-    return buf.getvalue()
-
-
-def render(run: FleetRun, fmt: str) -> str:
-    if fmt == "json":
-        from bsdcrypt.report import to_json
-
-        return to_json(document(run))
-    if fmt == "yaml":
-        from bsdcrypt.report import to_yaml
-
-        return to_yaml(document(run))
-    if fmt == "csv":
-        return render_csv(run)
-    if fmt == "prometheus":
-        from bsdcrypt import prometheus
-
-        return prometheus.render([r.status for r in sort_results(run.results)], timestamp=time.time())
-    return render_table(run)
 
 
 def default_parallel() -> int:

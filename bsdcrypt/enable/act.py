@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from bsdcrypt import loaderconf
+from bsdcrypt.enable.plan import Action, Note, Plan, Refuse, RunCommand, WriteFile
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.host import Host, RunResult, sh_quote
+from bsdcrypt.hosts.base import Host, RunResult, sh_quote
 from bsdcrypt.interrupts import Interrupted, signals_deferred, signame_of, sigterm_raises
 from bsdcrypt.loaderconf import FileEdit, effective
-from bsdcrypt.plan import Action, Note, Plan, Refuse, RunCommand, WriteFile
 from bsdcrypt.probe import CONF_DIR_GLOBS, FRAME_FUNCTION, MAX_NAMED_BYTES, new_token, parse_output
 
 KLD_EEXIST = "module already loaded or in kernel"

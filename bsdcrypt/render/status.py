@@ -1,28 +1,16 @@
-"""Renderers: table (default), JSON, YAML, the monitoring-plugins line, Prometheus text and HTML."""
+"""`status`: table (default), JSON, YAML, the monitoring-plugins line, Prometheus text and HTML."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from bsdcrypt.advice import VARIANT_NAMES
+from bsdcrypt.render.serialize import to_json, to_yaml, yesno
 from bsdcrypt.status import SEVERITY_RANK, Status
 
 FORMATS = ("table", "json", "yaml", "nagios", "prometheus", "html")
 
 
 def _yesno(value: bool | None) -> str:
-    return {True: "yes", False: "no", None: "unknown"}[value]
-
-
-def to_json(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=False) + "\n"
-
-
-def to_yaml(data: Any) -> str:
-    import yaml
-
-    return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000))
+    return yesno(value, "unknown")
 
 
 def table(s: Status) -> str:
@@ -144,7 +132,7 @@ def render(s: Status, fmt: str) -> str:
     if fmt == "prometheus":
         import time
 
-        from bsdcrypt import prometheus
+        from bsdcrypt.render import prometheus
 
         return prometheus.render([s], timestamp=time.time())
     if fmt == "html":

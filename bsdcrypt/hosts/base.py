@@ -6,11 +6,8 @@ the assessment never see which kind of host they got.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from typing import Protocol
-
-from bsdcrypt.errors import HostError
 
 
 def sh_quote(text: str) -> str:
@@ -34,9 +31,23 @@ class Host(Protocol):
 
     name: str
     spec: str
+    @property
+    def kind(self) -> str:
+        """What it is, for the few callers that must know: "local", "ssh" or "replay" (hosts/open.py
+        makes each kind; wrappers such as VerboseHost pass their host's through)."""
+        ...
+
+    @property
+    def can_exec(self) -> bool:
+        """False for a recording: it answers the probe and nothing else, so nothing can change on it."""
+        ...
 
     def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
         """Run `command` with /bin/sh; never raises for a non-zero exit status."""
+        ...
+
+    def abort(self) -> None:
+        """From another thread: make a `run` in flight give up soon (a no-op where none can hang)."""
         ...
 
     def close(self) -> None: ...
@@ -79,60 +90,3 @@ def stdin_script(command: str, input: bytes | None = None) -> bytes:
         lines.append(f"  printf '{_printf_octal(input[i:i + _INPUT_CHUNK])}'")
     lines += ["}", f"bsdcrypt_input | /bin/sh -c {sh_quote(command)} bsdcrypt", "exit $?", ""]
     return "\n".join(lines).encode()
-
-
-class LocalHost:
-    """This machine, via subprocess: `/bin/sh -s` with the script on stdin, as over SSH.
-
-    `login_shell` (tests): run REMOTE_COMMAND through that shell's `-c`, as sshd does with the
-    user's login shell (e.g. tcsh, root's shell on FreeBSD before 14.0).
-    """
-
-    spec = "local"
-
-    def __init__(self, login_shell: str | None = None) -> None:
-        import socket
-
-        self.name = socket.gethostname()
-        self.login_shell = login_shell
-
-    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
-        argv = REMOTE_COMMAND.split() if self.login_shell is None else [self.login_shell, "-c", REMOTE_COMMAND]
-        try:
-            proc = subprocess.run(
-                argv,
-                input=stdin_script(command, input),
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise HostError(f"local command timed out after {timeout:g}s") from exc
-        except OSError as exc:
-            raise HostError(f"cannot run /bin/sh locally: {exc.strerror}") from exc
-        return RunResult(proc.returncode, proc.stdout, proc.stderr)
-
-    def close(self) -> None:
-        return None
-
-
-def parse_host_spec(spec: str | None) -> Host:
-    """Turn a --host value into a Host: local, replay:FILE|NAME, or [user@]host[:port]."""
-    from bsdcrypt.verbose import wrap  # -v: log every command run on the host
-
-    return wrap(_make_host(spec))
-
-
-def _make_host(spec: str | None) -> Host:
-    if not spec or spec == "local":
-        return LocalHost()
-    if spec.startswith("replay:"):
-        from bsdcrypt.recording import ReplayHost, resolve_recording
-
-        host = ReplayHost.from_file(resolve_recording(spec[len("replay:"):]))
-        host.spec = spec  # as the user gave it: `replay:NAME` stays stable when the venv moves
-        return host
-    from bsdcrypt.ssh import SSHHost  # paramiko stays off the local and replay paths
-
-    return SSHHost.from_spec(spec)
-

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli import HostOpt
+from bsdcrypt.cli.options import HostOpt
 
 FORMATS = ("text", "json")
 EXIT_WARNING = 1
@@ -41,7 +41,7 @@ def _system(host: Any) -> str:
 def _rc_paths(host: Any, unit: str, root: str) -> list[str]:
     """rc_files in load_rc_config's order, a rc.conf.d/<svc> directory replaced by its files (sorted as
     sh's glob sorts them in the C locale)."""
-    from bsdcrypt.host import sh_quote
+    from bsdcrypt.hosts.base import sh_quote
     from bsdcrypt.userland import plan as uplan
 
     out = uplan.rc_files(unit, root)[:2]
@@ -54,7 +54,7 @@ def _rc_paths(host: Any, unit: str, root: str) -> list[str]:
 
 
 def _read_files(host: Any, paths: list[str]) -> list[tuple[str, bytes]]:
-    from bsdcrypt.host import sh_quote
+    from bsdcrypt.hosts.base import sh_quote
 
     out: list[tuple[str, bytes]] = []
     for p in paths:
@@ -162,13 +162,11 @@ def userland(
     roll back; --apply writes it (rc.conf <svc>_env like sysrc, or a systemd drop-in). Exit status:
     0 done or nothing to do, 1 declined or (--check) a warning, 2 refused, 3 error.
     """
-    from bsdcrypt.cli import fail
+    from bsdcrypt.cli.options import fail
     from bsdcrypt.errors import BsdcryptError
-    from bsdcrypt.host import parse_host_spec
-    from bsdcrypt.recording import ReplayHost
+    from bsdcrypt.hosts.open import parse_host_spec
     from bsdcrypt.userland import plan as uplan
     from bsdcrypt.userland.session import UserlandError
-    from bsdcrypt.verbose import unwrap
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
@@ -180,7 +178,7 @@ def userland(
         fail("--simulate-hidden is a demo on a CPU that shows AES-NI: with --apply only as --dry-run or into "
              "--root DIR, never onto this host's services")
     h = parse_host_spec(host)
-    if isinstance(unwrap(h), ReplayHost):
+    if not h.can_exec:
         fail(f"{h.spec} is a recording: the trial and the measurement need a live host (local or SSH)")
     doc: dict[str, Any] = {"host": h.name, "service": service}
     text: list[str] = []
@@ -319,8 +317,8 @@ def _derive_prove_measure(
 
 def _plan_and_act(h: Any, out: Any, doc: dict[str, Any], system: str, unit: str, value: str | None,
                   files: list[tuple[str, bytes]], dry_run: bool, yes: bool, root: str, fmt: str) -> int:
-    from bsdcrypt.act import ActError, ActInterrupted, perform
-    from bsdcrypt.commands.enable import plan_to_dict, render_plan
+    from bsdcrypt.cli.enable import plan_to_dict, render_plan
+    from bsdcrypt.enable.act import ActError, ActInterrupted, perform
     from bsdcrypt.userland import plan as uplan
 
     if system == "sysv":
@@ -351,7 +349,7 @@ def _plan_and_act(h: Any, out: Any, doc: dict[str, Any], system: str, unit: str,
             out("nothing changed.")
             return 1
     if system == "systemd":
-        from bsdcrypt.host import sh_quote
+        from bsdcrypt.hosts.base import sh_quote
 
         d = plan.writes[0].edit.path.rsplit("/", 1)[0]
         res = h.run(f"mkdir -p -m 755 {sh_quote(d)}", timeout=30)

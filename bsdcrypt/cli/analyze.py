@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli import FleetFormatOpt, OutputOpt
+from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt
 
 if TYPE_CHECKING:
-    from bsdcrypt.fleet import FleetRun
+    pass
 
 FORMATS = ("table", "json", "yaml", "csv", "prometheus", "html")
 
@@ -119,45 +119,21 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
     if not results:
         raise BsdcryptError(f"nothing to analyze: no probe output, Ansible output or recording ({skipped} skipped)")
     run = fleet.FleetRun(results, time.monotonic() - started, parallel=1, timeout=0.0)
-    if fmt == "prometheus":
-        from bsdcrypt import prometheus
+    from bsdcrypt.render.fleet import render, render_collected
 
-        report = prometheus.render([r.status for r in fleet.sort_results(results)], timestamp=time.time())
-    elif fmt == "table":
-        report = _table(run)
+    if fmt == "table":
+        report = render_collected(run)
     elif fmt == "html":
         from bsdcrypt.render.html import fleet_page  # Jinja2: only on this path
 
         source = ", ".join("standard input" if f == "-" else f for f in files)
         report = fleet_page(run, title="bsdcrypt fleet report (analyze)", source=source, command="analyze")
     else:
-        report = fleet.render(run, fmt)
-    from bsdcrypt.cli import write_report
+        report = render(run, fmt)
+    from bsdcrypt.cli.options import write_report
 
     write_report(report, output)
     return run.exit_code
-
-
-def _table(run: FleetRun) -> str:
-    """fleet-audit's table and totals, with a summary that fits collected output."""
-    from tabulate import tabulate
-
-    from bsdcrypt import fleet
-
-    rows = []
-    for r in fleet.sort_results(run.results):
-        cells = fleet.row(r)
-        cells["verdict"] = cells["verdict"].upper()
-        cells["finding"] = " ".join(cells["finding"].split())
-        rows.append([cells[k] for k in fleet.HEADERS])
-    out = tabulate(rows, headers=list(fleet.HEADERS.values()), tablefmt="simple")
-    totals = run.totals()
-    tot = tabulate([[v.upper(), n] for v, n in totals.items()], headers=["verdict", "hosts"], tablefmt="simple")
-    n_hosts = len(run.results)
-    summary = f"{n_hosts} host{'' if n_hosts == 1 else 's'}: " + ", ".join(f"{n} {v}" for v, n in totals.items() if n)
-    if run.failed:
-        summary += f" ({run.failed} without usable probe output)"
-    return f"{out}\n\n{tot}\n\n{summary}\n"
 
 
 def register(app: typer.Typer) -> None:

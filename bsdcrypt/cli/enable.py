@@ -1,0 +1,201 @@
+"""`bsdcrypt enable` and `bsdcrypt disable --persist` (docs/enable.md): options -> enable.flow -> exit code.
+
+The flow (bsdcrypt.enable.flow) does the work; this module shows the plan, asks, and turns the
+outcome into an exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from bsdcrypt.cli.options import HostOpt
+from bsdcrypt.enable import flow
+from bsdcrypt.enable.flow import EXIT_DECLINED as EXIT_DECLINED  # the exit codes, for importers of old
+from bsdcrypt.enable.flow import EXIT_REFUSED, FlowError, PlanFor
+from bsdcrypt.enable.plan import Plan, PlanInput, loader_driver
+from bsdcrypt.render.plan import plan_to_dict, render_plan
+from bsdcrypt.status import Status
+
+FORMATS = ("text", "json")
+
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", "-n", help="Show the diff and the commands; change nothing.")
+]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for scripts).")]
+RootOpt = Annotated[
+    str,
+    typer.Option(
+        "--root",
+        "-R",
+        help="Edit the loader configuration of a system mounted at DIR (like sysrc -R); "
+        "the running kernel is not touched.",
+    ),
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
+
+
+class _Hooks:
+    """The flow's hooks: the plan and remarks on stdout (JSON: one document), progress on stderr with
+    JSON, the confirmation prompt on the terminal."""
+
+    def __init__(self, fmt: str, bench_html: str | None = None) -> None:
+        self.fmt = fmt
+        self.bench_html = bench_html
+        self.eb: Any = None  # --bench: bsdcrypt.cli.bench.EnableBench, made by bench_for
+
+    def bench_for(self) -> Any:
+        from bsdcrypt.cli.bench import EnableBench
+
+        self.eb = EnableBench(self.fmt, html=self.bench_html)
+        return self.eb
+
+    def show(self, plan: Plan, status: Status, root: str) -> None:
+        if self.fmt == "json":
+            doc = {"host": f"{status.host}:{root}" if root else status.host, "plan": plan_to_dict(plan)}
+            if self.eb is not None:
+                self.eb.document = doc  # printed when enable is done, with the "bench" member
+            else:
+                typer.echo(json.dumps(doc, indent=2))
+        else:
+            typer.echo(render_plan(plan, f"the system at {root} (on {status.host})" if root else status.host), nl=False)
+
+    def note(self, text: str) -> None:
+        if self.fmt == "text":
+            typer.echo(text)
+
+    def say(self, line: str) -> None:
+        typer.echo(f"  {line}", err=self.fmt == "json")
+
+    def confirm(self) -> bool:
+        if not sys.stdin.isatty():
+            raise FlowError(
+                "not changing anything without confirmation: re-run with --yes (or --dry-run to look)", EXIT_REFUSED
+            )
+        if typer.confirm("Apply these changes?", default=False):
+            return True
+        # Not done, by the user's choice: 1, distinct from done (0), refused (2) and error (3).
+        typer.echo("nothing changed.")
+        return False
+
+
+def _execute(
+    host_spec: str,
+    plan_for: PlanFor,
+    *,
+    dry_run: bool,
+    yes: bool,
+    fmt: str,
+    root: str,
+    bench: bool = False,
+    bench_html: str | None = None,
+) -> None:
+    from bsdcrypt.cli.options import fail
+    from bsdcrypt.enable.act import ActInterrupted
+    from bsdcrypt.hosts.open import parse_host_spec
+
+    if fmt not in FORMATS:
+        fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    host = parse_host_spec(host_spec)
+    hooks = _Hooks(fmt, bench_html)
+    request = flow.Request(plan_for, root=root, dry_run=dry_run, yes=yes, bench=bench)
+    try:
+        code = flow.run(host, request, hooks, hooks.bench_for)
+    except FlowError as exc:
+        fail(str(exc), exc.code)
+    except ActInterrupted as exc:  # what was put back, and the state of the file being written
+        typer.echo(f"bsdcrypt: {exc}", err=True)
+        raise typer.Exit(130) from exc
+    finally:
+        if hooks.eb is not None:
+            hooks.eb.close()
+        host.close()
+    raise typer.Exit(code)
+
+
+def enable(
+    persist: Annotated[
+        bool, typer.Option("--persist", "-p", help="Also load it at every boot (loader.conf).")
+    ] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    host: HostOpt = "local",
+    root: RootOpt = "",
+    fmt: FormatOpt = "text",
+    bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
+    bench_html: Annotated[
+        str | None,
+        typer.Option("--bench-html", help="With --bench: also write the before/after charts as one HTML page."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="With --root: write aesni_load even for a 13.0+ system (custom kernel)."),
+    ] = False,
+) -> None:
+    """Load the kernel AES driver now (kldload) and, with --persist, at every boot.
+
+    Explains every no-op (compiled in, no AES-NI, VM hiding it, appliance). Exit status: 0 done or
+    nothing to do, 1 confirmation declined (nothing changed), 2 refused, 3 error.
+    """
+    from bsdcrypt.cli.options import fail
+    from bsdcrypt.enable.plan import plan_enable
+
+    if root and bench:
+        fail(
+            "--bench measures the running kernel, not the system at --root DIR: "
+            "use --bench without --root"
+        )
+    if bench_html is not None:
+        if not bench:
+            fail("--bench-html FILE goes with --bench (it is the page of the before/after measurements)")
+        from bsdcrypt.errors import BsdcryptError
+        from bsdcrypt.fsutil import check_output_path
+
+        try:
+            check_output_path(bench_html)  # before anything is changed or measured
+        except BsdcryptError as exc:
+            fail(str(exc))
+    if force and not root:
+        fail(
+            "--force only applies with --root DIR (a 13.0+ system booting a custom kernel); on a running "
+            "host the kernel itself shows whether the driver is compiled in"
+        )
+
+    def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
+        return plan_enable(inp, files, persist=persist, root=root, force=force)
+
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench, bench_html=bench_html)
+
+
+def disable(
+    persist: Annotated[
+        bool, typer.Option("--persist", "-p", help="Undo what enable --persist changed.")
+    ] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    host: HostOpt = "local",
+    root: RootOpt = "",
+    fmt: FormatOpt = "text",
+) -> None:
+    """Undo exactly what `enable --persist` changed in the loader configuration."""
+    from bsdcrypt.cli.options import fail
+    from bsdcrypt.enable.plan import plan_disable
+
+    if not persist:
+        fail(
+            "only `disable --persist` exists: it undoes enable's loader.conf change (the driver stays loaded "
+            "until reboot)"
+        )
+
+    def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
+        return plan_disable(files, loader_driver(inp), is_root=None if root else inp.is_root)
+
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("enable")(enable)
+    app.command("disable")(disable)

@@ -1,0 +1,98 @@
+"""`status`, `record` and `recordings`: the core commands, registered at start-up (kept light)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from bsdcrypt.cli.options import FormatOpt, HostOpt, OutputOpt, TimeoutOpt, check_format, write_report
+from bsdcrypt.errors import BsdcryptError
+
+
+def status(
+    host: HostOpt = "local", fmt: FormatOpt = "table", timeout: TimeoutOpt = 120.0, output: OutputOpt = None
+) -> None:
+    """Is kernel AES acceleration available, active and persisted here, and what to do.
+
+    Exit status: 0 OK, 1 warning (action recommended), 2 critical, 3 unknown or error.
+    """
+    from bsdcrypt.hosts.open import parse_host_spec
+    from bsdcrypt.pipeline import status_of
+    from bsdcrypt.render.status import FORMATS, render
+
+    check_format(fmt, FORMATS)
+    try:
+        result = status_of(parse_host_spec(host), timeout=timeout)
+    except BsdcryptError as exc:
+        if fmt not in MONITORING_FORMATS:
+            raise
+        # Monitoring always gets its report, errors included: a Nagios line on stdout, and a textfile
+        # that says "unknown" instead of the last good run's metrics going stale.
+        from bsdcrypt.status import error_status
+
+        message = " ".join(str(exc).split())
+        finding_id, remedy = host_failure(exc)
+        result = error_status(host, host, finding_id, message, remedy)
+    write_report(render(result, fmt), output)
+    raise typer.Exit(result.exit_code)
+
+
+MONITORING_FORMATS = ("nagios", "prometheus")
+
+def host_failure(exc: BsdcryptError) -> tuple[str, str]:
+    """(finding id, remedy) of a host `status` could not assess: `host-<kind>` with the kinds and
+    remedies of fleet-audit's `fleet-<kind>` (refused, timeout, no-ssh, auth, hostkey-*, garbage...),
+    `host-error` when the error names no kind (e.g. a recording that cannot be read)."""
+    from bsdcrypt.errors import HostError, ProbeError, kind_of, status_remedy
+
+    kind = "garbage" if isinstance(exc, ProbeError) else kind_of(exc)
+    remedy = status_remedy(kind) if isinstance(exc, (HostError, ProbeError)) else None
+    if remedy:
+        return f"host-{kind}", remedy
+    return "host-error", status_remedy("error") or ""
+
+
+def record(
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.")],
+    host: HostOpt = "local",
+    redact: Annotated[bool, typer.Option("--redact", help="Replace hostname, MAC addresses, serials.")] = False,
+    timeout: TimeoutOpt = 120.0,
+) -> None:
+    """Save what the probe gathers on a host as a YAML recording (docs/recordings.md)."""
+    from bsdcrypt.hosts.open import parse_host_spec
+    from bsdcrypt.pipeline import gather_evidence
+    from bsdcrypt.recording import dump
+    from bsdcrypt.recording import redact as redact_evidence
+
+    target = parse_host_spec(host)
+    evidence = gather_evidence(target, timeout=timeout)
+    name = target.name
+    if redact:
+        evidence = redact_evidence(evidence, name)
+        name = "host.example"
+    text = dump(evidence, name, redacted=redact)
+    if output == "-":
+        typer.echo(text, nl=False)
+        return
+    from bsdcrypt.fsutil import atomic_write_text
+
+    atomic_write_text(output, text)
+    typer.echo(f"recorded {len(evidence.steps)} probe steps of {name} to {output}", err=True)
+
+
+def recordings() -> None:
+    """List the recordings shipped with bsdcrypt, one line each: NAME and what it shows (use --host replay:NAME)."""
+    from bsdcrypt.recording import description, shipped
+
+    rows = shipped()
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, path in rows:
+        text = description(path)
+        typer.echo(f"{name:<{width}}  {text}".rstrip() if text else name)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(status)
+    app.command()(record)
+    app.command()(recordings)

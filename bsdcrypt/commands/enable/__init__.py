@@ -1,0 +1,3 @@
+"""Moved to bsdcrypt.cli.enable: re-exported here until every branch has merged the move."""
+
+from bsdcrypt.cli.enable import *  # noqa: F403

@@ -1,0 +1,95 @@
+"""The grammar of a host, as `--host` and hosts files write it (pure, no I/O).
+
+    local                     this machine
+    replay:FILE|NAME          a recording: a file, or the name of one shipped with bsdcrypt
+    [user@]host[:port]        over SSH: a DNS name, an IPv4 address or a bracketed IPv6 address
+    user@[2001:db8::7]:2222   IPv6 with a port must be bracketed; a bare IPv6 address (no port) too
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+REPLAY = "replay:"
+
+# RFC 1123 labels, plus '_' (seen in real internal names and ssh_config aliases).
+_NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
+_USER = re.compile(r"^[A-Za-z0-9_.](?:[A-Za-z0-9_.@-]*[A-Za-z0-9_.-])?\$?$")  # may hold '@' (user@realm), not end in it
+
+
+class SpecError(ValueError):
+    pass
+
+
+def _port(text: str) -> int:
+    if not text.isdigit():
+        raise SpecError(f"bad port {text!r}")
+    port = int(text)
+    if not 1 <= port <= 65535:
+        raise SpecError(f"port {port} is out of range 1-65535")
+    return port
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def split_spec(spec: str) -> tuple[str | None, str, int | None]:
+    """`[user@]host[:port]` -> (user, host, port); IPv6 as `[addr]:port` or bare `addr`.
+
+    Raises SpecError with a one-line reason.
+    """
+    text = spec.strip()
+    if not text:
+        raise SpecError("empty host")
+    if any(ch.isspace() for ch in text):
+        raise SpecError(f"{text!r} has spaces (one host per line)")
+    user: str | None = None
+    if "@" in text:
+        user, _, text = text.rpartition("@")
+        if not user or not _USER.match(user):
+            raise SpecError(f"bad user name {user!r}")
+    port: int | None = None
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0:
+            raise SpecError(f"{text!r}: '[' without ']'")
+        host, rest = text[1:close], text[close + 1:]
+        if not _is_ipv6(host):
+            raise SpecError(f"{host!r} in brackets is not an IPv6 address")
+        if rest:
+            if not rest.startswith(":"):
+                raise SpecError(f"unexpected {rest!r} after ']'")
+            port = _port(rest[1:])
+    elif text.count(":") > 1:
+        if not _is_ipv6(text):
+            raise SpecError(f"{text!r} is not an IPv6 address (write [addr]:port for a port)")
+        host = text
+    else:
+        host, sep, port_text = text.partition(":")
+        if sep:
+            port = _port(port_text)
+        if not host:
+            raise SpecError("missing host name")
+        if not _NAME.match(host) or ".." in host:
+            raise SpecError(f"bad host name {host!r}")
+    return user, host, port
+
+
+def replay_ref(spec: str) -> str | None:
+    """The FILE|NAME of a `replay:` spec, None for any other spec; SpecError if it names nothing."""
+    if not spec.startswith(REPLAY):
+        return None
+    ref = spec[len(REPLAY):]
+    if not ref or any(ch.isspace() for ch in ref):
+        raise SpecError("replay: needs one PATH or recording name")
+    return ref
+
+
+def is_local(spec: str | None) -> bool:
+    return not spec or spec == "local"

@@ -1,0 +1,190 @@
+"""fleet-audit's and analyze's reports: the hosts table, CSV, the JSON/YAML document, Prometheus.
+
+Hosts needing action come first (critical, warning, unknown, ok), then in host order.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import ipaddress
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bsdcrypt.fleet.results import VERDICT_ORDER, FleetRun, HostResult
+from bsdcrypt.hostsfile import HostEntry
+from bsdcrypt.render.serialize import dump, yesno
+from bsdcrypt.status import Finding, Status
+
+
+def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key where digit runs compare as numbers: fw2 before fw10."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+                 for part in re.split(r"(\d+)", text) if part)
+
+
+def host_order(entry: HostEntry) -> tuple[Any, ...]:
+    """IP addresses by value (IPv4, then IPv6), then names naturally (fw2 before fw10), then anything
+    else (replay:, analyze's inputs) naturally; port and user break ties."""
+    if entry.host:
+        tail = (entry.port or 0, entry.user or "")
+        try:
+            ip = ipaddress.ip_address(entry.host.split("%", 1)[0])
+        except ValueError:
+            return (1, _natural(entry.host), *tail)
+        return (0, ip.version, int(ip), *tail)
+    return (2, _natural(entry.spec))
+
+
+def sort_results(results: Sequence[HostResult]) -> list[HostResult]:
+    """Hosts needing action first (critical, warning, unknown, ok), then in host order."""
+    return sorted(results, key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), host_order(r.entry)))
+
+
+def _top_finding(status: Status) -> Finding | None:
+    rank = {"critical": 0, "unknown": 1, "warning": 2, "info": 3}
+    return min(status.findings, key=lambda f: rank.get(f.severity, 9), default=None)
+
+
+def row(r: HostResult) -> dict[str, str]:
+    s = r.status
+    o, c, d, p = s.os, s.cpu, s.driver, s.persist
+    top = _top_finding(s)
+    if r.error is not None:
+        return {
+            "host": r.target, "os": "-", "aesni": "-", "driver": "-", "persisted": "-", "geli_software": "-",
+            "verdict": r.verdict, "finding": f"{r.error_kind}: {r.error}",
+        }
+    osname = " ".join(x for x in (o.name, o.release) if x) or "unknown"
+    if o.product:
+        osname += f" ({o.product})"
+    elif o.variant and o.variant not in ("freebsd", "unknown") and o.variant != (o.name or "").lower():
+        osname += f" ({o.variant})"
+    soft = [g.name for g in s.geli if g.accelerated is False]
+    persisted = "compiled in" if d.compiled_in else yesno(p.configured)
+    if p.configured is None and (p.source or "").endswith("(inferred)"):
+        persisted = "inferred (appliance)"  # the appliance-managed finding says why
+    if p.needed is False and not d.compiled_in:
+        persisted += " (not needed)"
+    return {
+        "host": r.target,
+        "os": osname,
+        "aesni": yesno(c.aesni),
+        "driver": f"{d.name or '-'}: {d.state}",
+        "persisted": persisted,
+        "geli_software": ", ".join(soft) if soft else ("no" if s.geli else "-"),
+        "verdict": r.verdict,
+        "finding": f"{top.id}: {top.message}" if top else "",
+    }
+
+
+HEADERS = {
+    "host": "host", "os": "OS / release", "aesni": "CPU AES-NI", "driver": "driver", "persisted": "persisted",
+    "geli_software": "GELI on software", "verdict": "verdict", "finding": "top finding",
+}
+
+
+def clip(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _table(run: FleetRun, clip: Callable[[str], str], failed: str, timing: str) -> str:
+    """The hosts table, the totals per verdict and a one-line summary."""
+    from tabulate import tabulate
+
+    rows = []
+    for r in sort_results(run.results):
+        cells = row(r)
+        cells["verdict"] = cells["verdict"].upper()
+        cells["finding"] = clip(cells["finding"])
+        rows.append([cells[k] for k in HEADERS])
+    out = tabulate(rows, headers=list(HEADERS.values()), tablefmt="simple")
+    totals = run.totals()
+    parts = [f"{n} {v}" for v, n in totals.items() if n]
+    summary = f"{len(run.results)} host{'' if len(run.results) == 1 else 's'}: " + ", ".join(parts)
+    if run.failed:
+        summary += f" ({run.failed} {failed})"
+    summary += timing
+    tot = tabulate([[v.upper(), totals[v]] for v in totals], headers=["verdict", "hosts"], tablefmt="simple")
+    return f"{out}\n\n{tot}\n\n{summary}\n"
+
+
+def render_table(run: FleetRun) -> str:
+    """fleet-audit's table: findings clipped to a line, the run's timing in the summary."""
+    timing = f"; {run.elapsed:.1f}s, parallel {run.parallel}, timeout {run.timeout:g}s"
+    return _table(run, clip, "could not be audited", timing)
+
+
+def render_collected(run: FleetRun) -> str:
+    """analyze's table: the same, findings whole, a summary that fits collected output."""
+    return _table(run, lambda text: " ".join(text.split()), "without usable probe output", "")
+
+
+def document(run: FleetRun) -> dict[str, Any]:
+    return {
+        "schema": 1,
+        "fleet": {
+            "hosts": len(run.results),
+            "verdict": run.verdict,
+            "totals": run.totals(),
+            "failed": run.failed,
+            "elapsed_s": round(run.elapsed, 3),
+            "parallel": run.parallel,
+            "timeout_s": run.timeout,
+            "duplicates": run.duplicates,
+        },
+        "hosts": [r.to_dict() for r in sort_results(run.results)],
+    }
+
+
+CSV_FIELDS = (
+    "host", "target", "os", "variant", "release", "arch", "cpu_aesni", "driver", "driver_state",
+    "persisted", "persist_needed", "geli_software", "verdict", "top_finding_id", "top_finding",
+    "error_kind", "error", "elapsed_s",
+)
+
+
+def render_csv(run: FleetRun) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for r in sort_results(run.results):
+        s = r.status
+        top = _top_finding(s)
+        ok = r.error is None
+        w.writerow({
+            "host": s.host,
+            "target": r.target,
+            "os": s.os.name or "",
+            "variant": s.os.variant if ok else "",
+            "release": s.os.release or "",
+            "arch": s.os.arch or "",
+            "cpu_aesni": "" if s.cpu.aesni is None else str(s.cpu.aesni).lower(),
+            "driver": s.driver.name or "",
+            "driver_state": s.driver.state if ok else "",
+            "persisted": "" if s.persist.configured is None else str(s.persist.configured).lower(),
+            "persist_needed": "" if s.persist.needed is None else str(s.persist.needed).lower(),
+            "geli_software": " ".join(g.name for g in s.geli if g.accelerated is False),
+            "verdict": r.verdict,
+            "top_finding_id": top.id if top else "",
+            "top_finding": top.message if top else "",
+            "error_kind": r.error_kind or "",
+            "error": r.error or "",
+            "elapsed_s": f"{r.elapsed:.3f}",
+        })
+    return buf.getvalue()
+
+
+def render(run: FleetRun, fmt: str) -> str:
+    if fmt in ("json", "yaml"):
+        return dump(document(run), fmt)
+    if fmt == "csv":
+        return render_csv(run)
+    if fmt == "prometheus":
+        from bsdcrypt.render import prometheus
+
+        return prometheus.render([r.status for r in sort_results(run.results)], timestamp=time.time())
+    return render_table(run)
