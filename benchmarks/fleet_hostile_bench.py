@@ -39,6 +39,19 @@ def _load(name: str, path: Path) -> Any:
     return mod
 
 
+def measure(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, float]:
+    """One run: wall time, and CPU and peak RSS of that process alone (wait4)."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - start
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1, 2, 3):
+        raise RuntimeError(f"fleet-audit failed ({code}): {err[-800:]}")
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024}
+
+
 def extract(rev: str, dest: Path) -> Path:
     """The bsdcrypt package (and its shipped recordings) as of `rev`, in dest."""
     archive = dest.with_suffix(".tar")
@@ -60,7 +73,6 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results as JSON here")
     args = ap.parse_args()
     lb = _load("loopback", REPO / "tests" / "fleet" / "loopback.py")
-    measure = _load("fleet_bench", REPO / "benchmarks" / "fleet_bench.py").measure
     recs = sorted(glob.glob(str(REPO / "fixtures" / "hosts" / "*.yaml")))
     work = Path(tempfile.mkdtemp(prefix="bsdcrypt-hostile-bench-"))
     trees = {"this tree": REPO}
@@ -92,7 +104,7 @@ def main() -> None:
                 cmd = [sys.executable, "-c", code, "fleet-audit", str(hosts),
                        "-F", str(fleet.ssh_config), "-f", "json", "-o", str(report), "-q",
                        "--parallel", str(args.parallel), "--timeout", "120"]
-                m = measure(cmd, env)
+                m = measure(cmd, env, work)
                 doc = json.loads(report.read_text())
                 cap = "the rest was not read" in report.read_text()  # which code ran: only this tree caps
                 kinds = Counter(h["fleet"]["error_kind"] or "ok" for h in doc["hosts"])

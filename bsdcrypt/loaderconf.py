@@ -211,20 +211,47 @@ def _last(ordered: list[tuple[str, bytes]], name: str) -> Assignment | None:
     return found[-1] if found else None
 
 
+_FILE_LIST_VARIABLES = ("loader_conf_files", "loader_conf_dirs", "local_loader_conf_files")
+
+
+def loader_files(candidates: Sequence[tuple[str, bytes]], root: str = "") -> list[tuple[str, bytes]]:
+    """The loader configuration files among `candidates` (path, content): loader.conf,
+    loader.conf.local, device.hints, the loader.conf.d entries, and the files (or directory entries)
+    that a loader_conf_files / loader_conf_dirs / local_loader_conf_files value in one of them names.
+    Any other file (an appliance's config.xml, os-release...) is left out, whatever its name."""
+    root = root.rstrip("/")
+    by_path = dict(candidates)
+    standard = {root + p for p in (LOADER_CONF, LOADER_CONF_LOCAL, "/boot/device.hints")}
+    keep = {p for p in by_path if p in standard or _directly_under(p, root + LOADER_CONF_DIR)}
+    named: set[str] = set()
+    for _ in range(4):  # named files may name more (the probe collects two levels)
+        for path in list(keep):
+            for a in assignments(path, by_path[path]):
+                if a.name in _FILE_LIST_VARIABLES:
+                    named.update(root + w for w in a.value.split() if w.startswith("/"))
+        more = {p for p in by_path if p not in keep and (p in named or any(_directly_under(p, d) for d in named))}
+        if not more:
+            break
+        keep |= more
+    return [(p, d) for p, d in candidates if p in keep]
+
+
+def _directly_under(path: str, directory: str) -> bool:
+    d = directory.rstrip("/") + "/"
+    return path.startswith(d) and "/" not in path[len(d) :]
+
+
 def files_from_evidence(evidence: Evidence, root: str = "") -> list[tuple[str, bytes]]:
     """The loader configuration files the probe read, in loader order (missing files are left out):
     loader.conf, loader.conf.local, device.hints, the loader.conf.d entries and whatever files and
-    directories those name (every `file:` step but the probe's few non-loader files)."""
-    from bsdcrypt.probe import FILES, LOADER_FILES
-
+    directories those name (`loader_files`)."""
     root = root.rstrip("/")
-    other = {root + p for p in FILES if p not in LOADER_FILES}
-    out: list[tuple[str, bytes]] = []
-    for key, st in evidence.steps.items():
-        path = key[len("file:") :]
-        if key.startswith("file:") and st.ok and path not in other and path.startswith(root + "/"):
-            out.append((path, st.out))
-    return loader_order(out)
+    out = [
+        (key[len("file:") :], st.out)
+        for key, st in evidence.steps.items()
+        if key.startswith("file:") and st.ok and key.startswith("file:" + root + "/")
+    ]
+    return loader_order(loader_files(out, root))
 
 
 def read_by_loader(files: Sequence[tuple[str, bytes]], major: int | None) -> list[tuple[str, bytes]]:

@@ -19,7 +19,7 @@ import yaml
 from bsdcrypt import __version__
 from bsdcrypt.errors import BsdcryptError, HostError
 from bsdcrypt.hosts.base import RunResult
-from bsdcrypt.probe import FILES, LOADER_FILES, PROBE_MAGIC, Evidence, Step, render
+from bsdcrypt.probe import PROBE_MAGIC, Evidence, Step, render
 
 FORMAT = 1
 _SHIPPED = Path(__file__).parent / "recordings"
@@ -319,9 +319,6 @@ _SETTING_HOSTNAME = re.compile(rb"^((?:\[\d+\] )?Setting hostname: )(\S+?)(?=\.?
 _BUILD_HOST_DMESG = re.compile(rb"^((?:\[\d+\] )?[ \t]+[\w.+-]*@)([^\s@:/]+)(?=:/)", re.M)
 _BUILD_HOST_UNAME = re.compile(rb"(\s[\w.+-]*@)([^\s@:/]+)(?=:/)")
 _PUBLIC_BUILDERS = (b".freebsd.org", b".daemonology.net")
-# The probe's files that are not loader configuration: every other `file:` step is (loader.conf,
-# loader.conf.local, device.hints, loader.conf.d and the files those name).
-_NOT_LOADER_FILES = frozenset(p for p in FILES if p not in LOADER_FILES)
 REDACTED_HOST = "host.example"
 
 
@@ -371,8 +368,11 @@ def redact(evidence: Evidence, hostname: str) -> Evidence:
     hostname:" line, comments in loader configuration files), never as a word anywhere: a host named
     "kvm", "freebsd", "amd64" or "GENERIC" must keep kern.vm_guest, os-release and kern.ident intact.
     """
+    from bsdcrypt.loaderconf import files_from_evidence
+
     names = _hostnames(evidence, hostname)
     host = REDACTED_HOST.encode()
+    loader = {"file:" + path for path, _ in files_from_evidence(evidence)}
     out: dict[str, Step] = {}
     for key, st in evidence.steps.items():
         data = st.out
@@ -384,7 +384,7 @@ def redact(evidence: Evidence, hostname: str) -> Evidence:
         elif key == "file:/var/run/dmesg.boot":
             data = _SETTING_HOSTNAME.sub(lambda m: m.group(1) + host, data)
             data = _BUILD_HOST_DMESG.sub(_build_host, data)
-        elif key.startswith("file:") and key[len("file:") :] not in _NOT_LOADER_FILES:
+        elif key in loader:
             data = _redact_comments(data, names)
         data = _MAC.sub(b"00:00:5e:00:53:00", data)
         data = _SERIAL.sub(rb"\1REDACTED", data)

@@ -424,3 +424,22 @@ def test_a_named_fifo_or_device_is_never_read(tmp_path: Path) -> None:
     proc = subprocess.run(["sh"], input=script.encode(), capture_output=True, check=False, timeout=120)
     ev = parse_output(proc.stdout, "@@tok")
     assert ev.steps[f"file:{r}/fifo"].rc != 0 and ev.steps["file:/dev/zero"].rc != 0
+
+
+def test_only_loader_files_count_as_loader_files() -> None:
+    """Another step's file (an appliance's config.xml, a file nothing names) is not a loader file:
+    its lines are neither read as assignments nor reported as malformed, nor redacted as one."""
+    from bsdcrypt.loaderconf import loader_files
+
+    files = [
+        (CONF, b'loader_conf_files="/boot/site.conf"\nloader_conf_dirs="/boot/mine.d"\n'),
+        ("/boot/site.conf", b'local_loader_conf_files="/boot/deep.conf"\n'),
+        ("/boot/deep.conf", b"x=1\n"),
+        ("/boot/mine.d/a.conf", b"y=1\n"),
+        ("/cf/conf/config.xml", b"<crypto_hardware>aesni</crypto_hardware>\n"),
+        ("/boot/unnamed.conf", b'aesni_load="NO"\n'),
+        (f"{D}/x.conf", b"z=1\n"),
+    ]
+    assert [p for p, _ in loader_files(files)] == [
+        CONF, "/boot/site.conf", "/boot/deep.conf", "/boot/mine.d/a.conf", f"{D}/x.conf"
+    ]

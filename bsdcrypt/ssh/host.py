@@ -237,7 +237,10 @@ class SSHHost:
             hops = [h.strip() for h in t.proxy_jump.split(",") if h.strip()]
             prev: SSHHost | None = None
             for hop in hops:
-                user, host, port = split_spec(hop.removeprefix("ssh://"))
+                try:
+                    user, host, port = split_spec(hop.removeprefix("ssh://"))
+                except SpecError as exc:  # `ProxyJump gw:abc`: the config's fault, as ssh says
+                    raise SSHError("config", f"bad ProxyJump {hop[:80]!r} for {t.alias}: {exc}") from exc
                 jump = SSHHost(
                     host, user=user, port=port, context=self.context, spec=hop, timeout=self.timeout
                 )

@@ -104,6 +104,16 @@ def test_a_bad_config_value_is_a_row_per_ssh_host_when_the_run_goes_on(tmp_path:
     assert all("line 2: bad port 'abc'" in (r.error or "") for r in run.results[:2])
 
 
+@pytest.mark.parametrize("hop", ["root@127.5.0.9:abc", "127.5.0.9:0", "127.5.0.9:99999", "[::1"])
+def test_a_bad_proxy_jump_is_a_config_row(tmp_path: Path, hop: str) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host *\n    ProxyJump {hop}\n" + NO_KNOWN_HOSTS)
+    run = run_fleet(parse_hosts("root@127.5.0.1:1\n", "h").entries, FleetOptions(timeout=5, ssh_config=str(cfg)))
+    r = run.results[0]
+    assert r.error_kind == "config", r.error
+    assert f"bad ProxyJump {hop!r}" in (r.error or "")
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=12))
 def test_any_port_value_is_a_port_or_a_config_error(value: str) -> None:
