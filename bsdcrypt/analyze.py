@@ -9,7 +9,10 @@ which accepts, per file, one of:
   `ansible-playbook`): plays[].tasks[].hosts[HOST] with `stdout` from the `script` or `raw` module;
   unreachable and failed hosts become `unknown` rows naming the reason;
 * the files of `ansible --tree DIR` (one JSON result per host, named after the host);
-* a bsdcrypt recording (`bsdcrypt record`).
+* a bsdcrypt recording (`bsdcrypt record`);
+* a paste of command outputs: a bare dmesg.boot, or dmesg + `kldstat -v` + `uname -a` + `geli list` +
+  loader.conf in any order, with or without shell prompts (bsdcrypt.paste). Only what was pasted is
+  known: every other field stays unknown, and a `paste-partial` finding says which outputs were missing.
 
 The token is read from the first frame, so a script made with `probe-script --token` works too.
 Every host then goes through the same `assess()` as `bsdcrypt status`.
@@ -172,7 +175,16 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
         except BsdcryptError as exc:
             return garbage(str(exc))
         return [Collected(str(doc.get("host") or Path(path).stem), path, f"replay:{path}", evidence)]
-    return garbage("neither bsdcrypt probe output, Ansible JSON output nor a bsdcrypt recording", unrecognised=True)
+    from bsdcrypt.paste import evidence_from_paste
+
+    pasted = evidence_from_paste(data.decode("utf-8", "replace"))
+    if pasted is not None:
+        return [Collected(path, path, f"paste:{path}", pasted)]
+    return garbage(
+        "neither bsdcrypt probe output, Ansible JSON output, a bsdcrypt recording nor pasted dmesg, kldstat, "
+        "uname -a or geli list output",
+        unrecognised=True,
+    )
 
 
 def to_status(c: Collected) -> Status:

@@ -79,6 +79,30 @@ def shipped_names() -> list[str]:
     return sorted(names)
 
 
+def description(path: Path) -> str:
+    """A recording's one-line `description:` (read from its top lines, without parsing the YAML), or ""."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("description:"):
+                    value = yaml.load(line, Loader=_loader()).get("description")
+                    return " ".join(str(value).split()) if value is not None else ""
+                if line.startswith("steps:"):
+                    break
+    except (OSError, yaml.YAMLError, AttributeError):
+        return ""
+    return ""
+
+
+def shipped() -> list[tuple[str, Path]]:
+    """(name, path) of every shipped recording, by name (the first directory holding a name wins)."""
+    found: dict[str, Path] = {}
+    for d in shipped_dirs():
+        for p in sorted(d.glob("*.yaml")):
+            found.setdefault(p.stem, p)
+    return sorted(found.items())
+
+
 def resolve_recording(ref: str) -> Path:
     """A path to a recording file, or the name of one shipped with bsdcrypt."""
     path = Path(ref).expanduser()

@@ -100,8 +100,13 @@ def test_record_redact_hides_the_hostname(tmp_path: Path) -> None:
 def test_recordings_lists_the_shipped_ones() -> None:
     r = run("recordings")
     assert r.returncode == 0
-    names = r.stdout.split()
+    rows = [line.split(None, 1) for line in r.stdout.splitlines()]
+    names = [row[0] for row in rows]
     assert "freebsd-13.0-hyperv-builtin" in names and len(names) >= 15
+    # one line per recording: its name, then what it shows (the `description:` of the recording)
+    assert all(len(row) == 2 and len(row[1]) > 20 for row in rows), rows
+    hyperv = dict(rows)["freebsd-13.0-hyperv-builtin"]
+    assert "Hyper-V" in hyperv and "compiled into GENERIC" in hyperv
 
 
 def test_status_start_up_imports_only_what_status_needs() -> None:

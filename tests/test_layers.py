@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bsdcrypt.hosts.verbose", "bsdcrypt.hosts.open", "bsdcrypt.host", "bsdcrypt.verbose"),
     # assessment, advice, planning, collecting others' output
     ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.enable.plan", "bsdcrypt.plan", "bsdcrypt.userland",
-     "bsdcrypt.analyze"),
+     "bsdcrypt.analyze", "bsdcrypt.paste"),
     # acting on a host, measuring it, running a fleet
     ("bsdcrypt.enable", "bsdcrypt.act", "bsdcrypt.bench", "bsdcrypt.fleet"),
     # renderers (bsdcrypt.report, bsdcrypt.prometheus: re-exports of their old homes, for now)

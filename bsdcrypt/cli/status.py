@@ -105,11 +105,14 @@ def record(
 
 
 def recordings() -> None:
-    """List the recordings shipped with bsdcrypt (use them as --host replay:NAME)."""
-    from bsdcrypt.recording import shipped_names
+    """List the recordings shipped with bsdcrypt, one line each: NAME and what it shows (use --host replay:NAME)."""
+    from bsdcrypt.recording import description, shipped
 
-    for name in shipped_names():
-        typer.echo(name)
+    rows = shipped()
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, path in rows:
+        text = description(path)
+        typer.echo(f"{name:<{width}}  {text}".rstrip() if text else name)
 
 
 def register(app: typer.Typer) -> None:

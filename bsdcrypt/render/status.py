@@ -31,6 +31,8 @@ def table(s: Status) -> str:
     if c.vm:
         cpu += f"  VM: {c.hypervisor or 'yes'}"
     drv = f"{d.name or '-'}: {d.state}"
+    if d.state == "unknown" and d.reason:
+        drv += f"  ({d.reason})"
     if d.algorithms:
         drv += f"  <{','.join(d.algorithms)}>"
     if d.module_file and d.state != "builtin":
@@ -40,15 +42,20 @@ def table(s: Status) -> str:
     persist = "compiled in" if d.compiled_in else _yesno(p.configured)
     if p.value is not None and p.source:
         persist += f"  ({d.name}_load={p.value} at {p.source})"
-    elif p.source == "appliance setting":
+    elif (p.source or "").startswith("appliance setting"):
         product = o.product or VARIANT_NAMES.get(o.variant, o.variant)
-        persist = f"by the {product} crypto setting (not visible to the probe)"
+        if p.configured is None:
+            persist = f"inferred: by the {product} crypto setting (config.xml not readable)"
+        else:
+            persist += f"  (the {product} crypto setting: {(p.source or '').split('(', 1)[-1].rstrip(')')})"
     if p.blacklisted:
         persist += f"  (blacklisted: module_blacklist at {p.blacklisted})"
     elif p.uncertain and p.configured is None:
         persist += f"  ({p.uncertain})"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
+    if p.configured is None and p.reason and not d.compiled_in:
+        persist += f"  ({p.reason})"
     rows = [
         ["Host", s.host],
         ["OS", osline],
