@@ -44,6 +44,10 @@ PASSTHROUGH: dict[str, str] = {
     "hv": "Hyper-V: do not enable processor compatibility mode for the VM",
     "vmware": "VMware: remove any CPUID mask on the VM and check the EVC mode of the cluster",
     "xen": "Xen: remove cpuid= masks from the guest config (or use a newer CPU feature level)",
+    "vbox": "VirtualBox: give the VM the host's CPU profile (VBoxManage modifyvm VM --cpu-profile host) and remove "
+    "any --cpuid-remove/--cpuidset masks",
+    "qemu": "QEMU: run with KVM and -cpu host (or a CPU model with +aes); libvirt: <cpu mode='host-passthrough'/>",
+    "parallels": "Parallels: set the VM's CPU type to the host's (no CPU masking)",
 }
 
 
@@ -145,7 +149,8 @@ def findings(s: Status) -> list[Finding]:
         aes_soft = any(g.accelerated is False and _aes(g.encryption) for g in s.geli)
         out.append(_no_aes_finding(s, sha_only, aes_soft))
     elif d.state == "not-loaded":
-        severity = "critical" if geli_soft else "warning"
+        # with the CPU's AES unknown, the driver may have nothing to accelerate: unknown, not a warning
+        severity = "critical" if geli_soft else ("warning" if cpu.aesni else "unknown")
         consumers = f"; GELI provider(s) {', '.join(g.name for g in geli_soft)} run in software" if geli_soft else ""
         off = s.persist.value is not None and s.persist.value.lower() != "yes"
         if off and s.persist.configured is False and s.persist.source:
@@ -189,7 +194,7 @@ def findings(s: Status) -> list[Finding]:
         out.append(
             Finding(
                 "driver-not-attached",
-                "warning",
+                "warning" if cpu.aesni else "unknown",
                 f"{d.name} is in the kernel but no {d.name}0 device attached, although the CPU "
                 + ("advertises AES." if cpu.aesni else "may support AES (no CPU flags in dmesg.boot)."),
                 f"Check `dmesg | grep {d.name}` and that no hint.{d.name}.0.disabled is set in "
@@ -201,10 +206,23 @@ def findings(s: Status) -> list[Finding]:
             Finding(
                 "driver-unknown",
                 "unknown",
-                f"Could not tell whether {d.name} is in the kernel, loaded or on disk (probe output incomplete).",
+                f"Could not tell whether {d.name} is in the kernel, loaded or on disk: "
+                f"{d.reason or 'probe output incomplete'}.",
                 "Run `kldstat -v` and `sysctl dev.aesni` on the host, or send a `bsdcrypt record` recording.",
             )
         )
+        if d.at_boot is False and cpu.aesni:
+            out.append(
+                Finding(
+                    "not-loaded-at-boot",
+                    "warning",
+                    f"At the last boot the loader did not load {d.name}.ko: dmesg.boot shows a complete boot of "
+                    f"{s.os.kernel_ident} {s.os.release}, which does not compile {d.name} in, with no {d.name}0 line. "
+                    f"Unless it was kldloaded since, kernel AES ({kernel_aes_users(s)}) runs in software.",
+                    f"Check with `kldstat -v | grep {d.name}`; if it is not there: kldload {d.name}, and to keep it: "
+                    + persist_remedy(s),
+                )
+            )
 
     if aes_attached and d.state == "loaded" and s.persist.configured is False:
         out.append(
@@ -215,13 +233,23 @@ def findings(s: Status) -> list[Finding]:
                 persist_remedy(s),
             )
         )
-    if aes_attached and s.persist.source == "appliance setting":
+    source = s.persist.source or ""
+    if aes_attached and source.startswith("appliance setting") and s.persist.configured is not False:
+        product = s.os.product or VARIANT_NAMES.get(s.os.variant, s.os.variant)
+        if s.persist.configured:
+            setting = source.split("(", 1)[-1].rstrip(")")
+            what = f"{product}'s own crypto setting selects it ({setting}), so it loads at boot."
+        else:
+            what = (
+                f"{product} loads crypto modules at boot from its own crypto setting, which the probe could not "
+                "read (config.xml not collected, or not readable without root): persisted is inferred from the "
+                "module being loaded, not seen."
+            )
         out.append(
             Finding(
                 "appliance-managed",
                 "info",
-                f"{d.name} is loaded; {s.os.product or s.os.variant} loads it at boot from its own crypto setting, "
-                "which the probe cannot read.",
+                f"{d.name} is loaded; {what}",
                 "Check it stays selected: " + APPLIANCE_SETTING[s.os.variant],
             )
         )
@@ -243,6 +271,19 @@ def findings(s: Status) -> list[Finding]:
                 "unknown",
                 f"Whether the loader loads {d.name} at boot cannot be told: {s.persist.uncertain}.",
                 persist_remedy(s),
+            )
+        )
+    p = s.persist
+    if (
+        p.configured is None and p.needed is not False and p.reason and s.os.variant not in APPLIANCE_SETTING
+        and d.state not in ("unknown", "missing")
+    ):
+        out.append(
+            Finding(
+                "persist-unknown",
+                "unknown",
+                f"Whether {d.name} is loaded at boot is unknown: {p.reason}.",
+                "Run the probe again (`bsdcrypt record -o host.yaml` on the host) and check that it finishes.",
             )
         )
     if s.persist.ignored:

@@ -9,7 +9,10 @@ which accepts, per file, one of:
   `ansible-playbook`): plays[].tasks[].hosts[HOST] with `stdout` from the `script` or `raw` module;
   unreachable and failed hosts become `unknown` rows naming the reason;
 * the files of `ansible --tree DIR` (one JSON result per host, named after the host);
-* a bsdcrypt recording (`bsdcrypt record`).
+* a bsdcrypt recording (`bsdcrypt record`);
+* a paste of command outputs: a bare dmesg.boot, or dmesg + `kldstat -v` + `uname -a` + `geli list` +
+  loader.conf in any order, with or without shell prompts (bsdcrypt.paste). Only what was pasted is
+  known: every other field stays unknown, and a `paste-partial` finding says which outputs were missing.
 
 The token is read from the first frame, so a script made with `probe-script --token` works too.
 Every host then goes through the same `assess()` as `bsdcrypt status`.
@@ -92,10 +95,16 @@ def _from_bytes(data: bytes, target: str, origin: str, source: str, token: str |
         return Collected(target, origin, source, error_kind=exc.kind, error=str(exc))
 
 
+def _items(value: Any, kind: type) -> Any:
+    """`value` if it is of the JSON kind Ansible writes there, else an empty one: a document of another
+    shape (`{"plays": 5}`) has no host results, it does not crash the run."""
+    return value if isinstance(value, kind) else kind()
+
+
 def _ansible_results(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for play in doc.get("plays") or []:
-        for task in (play or {}).get("tasks") or []:
-            for host, result in ((task or {}).get("hosts") or {}).items():
+    for play in _items(doc.get("plays"), list):
+        for task in _items(_items(play, dict).get("tasks"), list):
+            for host, result in _items(_items(task, dict).get("hosts"), dict).items():
                 if isinstance(result, dict):
                     yield str(host), result
 
@@ -148,6 +157,8 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
             doc = json.loads(data.decode("utf-8", "replace"))
         except ValueError as exc:
             return garbage(f"looks like JSON but is not valid: {exc}")
+        except RecursionError:  # `[[[[...` nested deeper than Python's parser goes
+            return garbage("looks like JSON but is nested too deep to be Ansible's output")
         if isinstance(doc, dict) and "plays" not in doc and _TREE_KEYS & set(doc):
             # `ansible --tree DIR`: one file per host, named after it, holding that host's result
             doc = {"plays": [{"tasks": [{"hosts": {Path(path).name: doc}}]}]}
@@ -164,7 +175,16 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
         except BsdcryptError as exc:
             return garbage(str(exc))
         return [Collected(str(doc.get("host") or Path(path).stem), path, f"replay:{path}", evidence)]
-    return garbage("neither bsdcrypt probe output, Ansible JSON output nor a bsdcrypt recording", unrecognised=True)
+    from bsdcrypt.paste import evidence_from_paste
+
+    pasted = evidence_from_paste(data.decode("utf-8", "replace"))
+    if pasted is not None:
+        return [Collected(path, path, f"paste:{path}", pasted)]
+    return garbage(
+        "neither bsdcrypt probe output, Ansible JSON output, a bsdcrypt recording nor pasted dmesg, kldstat, "
+        "uname -a or geli list output",
+        unrecognised=True,
+    )
 
 
 def to_status(c: Collected) -> Status:

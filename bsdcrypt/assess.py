@@ -6,18 +6,31 @@ The reasoning behind every finding is in docs/findings.md.
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 from bsdcrypt import advice
 from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
 from bsdcrypt.loaderconf import LOADER_CONF_DIR, all_assignments, files_from_evidence, is_yes
 from bsdcrypt.loadermodel import DEVICE_HINTS, GENERATION_NAMES, Outcome, agree, needed, outcomes
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.geli import parse_geli_list
+from bsdcrypt.parsers.kenv import parse_kenv, smbios_hypervisor
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
 from bsdcrypt.parsers.linux import parse_cpuinfo_flags, parse_cpuinfo_model
 from bsdcrypt.parsers.osrelease import parse_os_release, parse_product
 from bsdcrypt.parsers.sysctl import parse_sysctl
 from bsdcrypt.parsers.version import parse_freebsd_version, parse_release, parse_uname_a
-from bsdcrypt.platform import AES_DRIVERS, APPLIANCES, ARM64, FREEBSD_FAMILY, GUI_LOADED, KERNEL_DRIVERS, primary_driver
+from bsdcrypt.platform import (
+    AES_DRIVERS,
+    APPLIANCES,
+    ARM64,
+    FREEBSD_FAMILY,
+    GUI_LOADED,
+    KERNEL_DRIVERS,
+    X86,
+    primary_driver,
+)
 from bsdcrypt.probe import Evidence
 from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
 from bsdcrypt.userland import assess as userland
@@ -66,14 +79,16 @@ def _int(value: str | None) -> int | None:
 def assess(ev: Evidence, host: str, source: str) -> Status:
     status = Status(host=host, source=source)
     sysctl = parse_sysctl(_raw(ev, "sysctl"))
-    dmesg = parse_dmesg(_file_text(ev, "/var/run/dmesg.boot") or "")
+    dmesg = _dmesg(ev)
     uname_s = (ev.text("uname_s") or "").strip() or sysctl.get("kern.ostype") or dmesg.os_name
     status.root = None if ev.text("id_u") is None else (ev.text("id_u") or "").strip() == "0"
 
     if uname_s == "Linux":
         _assess_linux(ev, status)
         return status
-    if uname_s not in FREEBSD_FAMILY:
+    # a paste of kldstat or geli list alone names no system: FreeBSD-family tools, the OS stays unknown
+    unnamed_paste = ev.origin == "paste" and not uname_s
+    if uname_s not in FREEBSD_FAMILY and not unnamed_paste:
         # OpenBSD, NetBSD, DragonFly and macOS have kern.osrelease too: only uname -s tells.
         status.os.name = uname_s or None
         what = f"{uname_s}" if uname_s else "no operating system bsdcrypt recognises"
@@ -93,12 +108,20 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     drivers = _driver_infos(ev, sysctl, dmesg, status.os, status.cpu)
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
-    status.persist = _persist_info(ev, status.driver, status.cpu, status.os)
-    status.geli = _geli_infos(parse_geli_list(_raw(ev, "geli_list")), status)
+    status.persist = _persist_info(ev, status.driver, status.cpu, status.os, dmesg)
+    # geli list shows the providers now; without it, the ones attached during boot (with the crypto
+    # path they got then) are what dmesg.boot shows
+    if ev.step("geli_list") is not None or ev.origin != "paste":
+        providers = parse_geli_list(_raw(ev, "geli_list"))
+    else:
+        providers = list(dmesg.geli)
+    status.geli = _geli_infos(providers, status)
     status.userland_aes = userland.userland_info(ev, status.cpu, status.os.arch)
     status.findings = advice.findings(status) + userland.findings(status)
     missing = [name for name in DECISIVE_STEPS if name not in ev.steps]
-    if missing:
+    if ev.origin == "paste":
+        status.findings.append(_paste_finding(ev))
+    elif missing:
         status.findings.append(
             Finding(
                 "probe-partial",
@@ -108,6 +131,47 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
             )
         )
     return status
+
+
+# What each pasted output decides, for the paste-partial finding (docs/analyze.md has the full table).
+PASTE_PARTS = (
+    ("kldstat_v", "kldstat -v", "whether the driver is compiled in, loaded or absent now"),
+    ("file:/boot/loader.conf", "/boot/loader.conf (and .local, loader.conf.d)", "whether it is persisted"),
+    ("geli_list", "geli list", "the GELI providers' crypto path now"),
+    ("sysctl_dev", "sysctl dev.aesni", "whether aesni0 is attached now"),
+)
+
+
+def _paste_finding(ev: Evidence) -> Finding:
+    seen = [label for step, label in (
+        ("file:/var/run/dmesg.boot", "dmesg"), ("dmesg_filtered", "filtered dmesg"), ("kldstat_v", "kldstat"),
+        ("kldstat_filtered", "filtered kldstat"),
+        ("uname_a", "uname -a"), ("geli_list", "geli list"), ("sysctl", "sysctl"), ("kenv_smbios", "kenv"),
+    ) if step in ev.steps] + sorted(k[5:] for k in ev.steps if k.startswith("file:/boot/"))
+    lacking = [f"{label} ({what})" for step, label, what in PASTE_PARTS if step not in ev.steps]
+    message = f"Assessed from a paste of {', '.join(seen)}"
+    message += f"; not pasted: {'; '.join(lacking)}: those fields stay unknown." if lacking else "."
+    return Finding(
+        "paste-partial",
+        "info",  # what stays unknown carries its own unknown finding (driver-unknown, persist-unknown)
+        message,
+        "For a full report run `bsdcrypt status` on the host, or `sh probe.sh` from `bsdcrypt probe-script` "
+        "and `bsdcrypt analyze` its output.",
+    )
+
+
+def _dmesg(ev: Evidence) -> DmesgBoot:
+    """The last boot of dmesg.boot; a filtered paste (`dmesg | grep ...`) only for what its lines show."""
+    text = _file_text(ev, "/var/run/dmesg.boot")
+    if text is not None:
+        return parse_dmesg(text)
+    filtered = ev.text("dmesg_filtered")
+    if filtered is None:
+        return parse_dmesg("")
+    d = parse_dmesg(filtered)
+    # a grep drops lines, so nothing may be concluded from a line's absence
+    drivers = tuple(replace(m, before_root=None) for m in d.drivers)
+    return replace(d, cpu=replace(d.cpu, no_features2=False), drivers=drivers, root_mounted=False, geli=())
 
 
 def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: str | None) -> OSInfo:
@@ -124,6 +188,9 @@ def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: st
     if release is None and dmesg.banner:
         parts = dmesg.banner.split()
         release = parse_release(parts[1]) if len(parts) > 1 else None
+    uname = parse_uname_a(ev.text("uname_a") or "")
+    if release is None and uname.get("release"):
+        release = parse_release(uname["release"])
     hbsd = (
         "hardening.version" in sysctl
         or (release is not None and release.hbsd)
@@ -144,16 +211,18 @@ def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: st
         userland=parse_freebsd_version(ev.text("freebsd_version_u") or "") or osr.get("VERSION"),
         kernel_installed=parse_freebsd_version(ev.text("freebsd_version_k") or ""),
         osreldate=_int(sysctl.get("kern.osreldate")),
-        arch=sysctl.get("hw.machine_arch") or _uname_arch(ev),
-        kernel_ident=sysctl.get("kern.ident"),
+        # the running kernel's own words first; dmesg.boot's banner is the same boot's
+        arch=sysctl.get("hw.machine_arch") or _machine_arch(uname.get("machine") or dmesg.arch),
+        kernel_ident=sysctl.get("kern.ident") or uname.get("ident") or dmesg.kernel_ident,
     )
     if product and not info.product:
         info.product = product.name
     return info
 
 
-def _uname_arch(ev: Evidence) -> str | None:
-    return parse_uname_a(ev.text("uname_a") or "").get("machine")
+def _machine_arch(machine: str | None) -> str | None:
+    """uname -m / the banner give MACHINE; hw.machine_arch of arm64 is aarch64 (amd64, i386: the same)."""
+    return {"arm64": "aarch64"}.get(machine or "", machine)
 
 
 def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str | None) -> CPUInfo:
@@ -167,9 +236,11 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
     else:
         if cpu.features2 is not None:
             aes = "AESNI" in cpu.features2
+        elif cpu.no_features2 and arch in (X86 | {None}):
+            aes = False  # identcpu.c prints Features2 only when CPUID.1:ECX is non-zero (AESNI is bit 25)
         if cpu.stdext is not None:
             sha = "SHA" in cpu.stdext
-        elif cpu.features2 is not None:
+        elif cpu.features2 is not None or aes is False and cpu.no_features2:
             sha = False  # identcpu.c prints no Structured Extended Features line when there are none
     # An attached driver is proof of what the CPU offers, whatever dmesg kept.
     for msg in dmesg.drivers:
@@ -182,12 +253,17 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
         sha = sha or "SHA" in desc
     vm_guest = sysctl.get("kern.vm_guest")
     hv_vendor = sysctl.get("hw.hv_vendor") or cpu.hypervisor
+    # SMBIOS strings (kenv) and ACPI/device strings in dmesg name hypervisors that set no CPUID
+    # signature (VirtualBox, QEMU TCG) or releases whose kern.vm_guest says only "generic"
+    named = smbios_hypervisor(parse_kenv(_raw(ev, "kenv_smbios"))) or dmesg.vm_hint
     in_vm: bool | None = None
     if vm_guest is not None:
         in_vm = vm_guest != "none"
-    if cpu.features2 is not None and "HV" in cpu.features2 or cpu.hypervisor:
+    if cpu.features2 is not None and "HV" in cpu.features2 or cpu.hypervisor or named:
         in_vm = True
-    elif in_vm is None and cpu.features2 is not None:
+    elif in_vm is None and cpu.features2 is not None and (ev.step("kenv_smbios") is not None or dmesg.root_mounted):
+        # no HV bit, no CPUID origin, and no hypervisor's SMBIOS strings, or none of their ACPI,
+        # disk or NIC names in a boot whose device probe is complete
         in_vm = False
     hypervisor = None
     if in_vm:
@@ -195,6 +271,7 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
         hypervisor = (
             (vm_guest if vm_guest not in (None, "none", "generic") else None)
             or HV_VENDORS.get(vendor)
+            or named
             or vendor
             or vm_guest
             or "unknown"
@@ -217,22 +294,23 @@ def _sysctl_dev(ev: Evidence) -> dict[str, str]:
 STOCK_IDENTS = ("GENERIC", "HARDENEDBSD")
 
 
-def in_generic(driver: str, os: OSInfo, compiled_in: bool | None = None) -> bool | None:
+def in_generic(
+    driver: str, os: OSInfo, compiled_in: bool | None = None, appliance_possible: bool = False
+) -> bool | None:
     """Does this release's stock kernel compile the driver in?
 
     The stock kernel is GENERIC (aesni and armv8crypto from 13.0), HardenedBSD's HARDENEDBSD (aesni since
     10), or an appliance's own kernel, whose config bsdcrypt does not know: there the running kernel is the
     evidence (`compiled_in`: nexus/aesni under `kernel` in kldstat -v, or not: loaded from aesni.ko or not
     registered). OPNsense 20.7/21.1 run HardenedBSD 12.1 with their own SMP kernel, which loads aesni.ko.
+    `appliance_possible`: the files that name an appliance were not collected, so a kernel that is not
+    GENERIC may be one.
     """
     if os.major is None:
         return None
     ident = (os.kernel_ident or "").upper()
-    if os.variant in APPLIANCES and not ident.startswith(STOCK_IDENTS):
-        if compiled_in is not None:
-            return compiled_in
-        if os.base == "hardenedbsd":
-            return None  # HARDENEDBSD's config says nothing about the appliance's kernel
+    if (os.variant in APPLIANCES or appliance_possible) and not ident.startswith(STOCK_IDENTS):
+        return compiled_in  # the appliance's own config, which bsdcrypt does not know; None if not seen
     if driver == "aesni" and os.base == "hardenedbsd":
         return os.major >= 10
     if driver in AES_DRIVERS:
@@ -246,9 +324,15 @@ def _driver_infos(
     kld = parse_kldstat(_raw(ev, "kldstat_v")) if ev.step("kldstat_v") is not None else []
     dev = _sysctl_dev(ev)
     primary = primary_driver(os.arch)
+    if primary is None and os.arch is None:
+        # architecture not shown (a kldstat paste): aesni.ko exists only on x86, armv8crypto on arm64
+        primary = next((d for d in AES_DRIVERS if _registered(ev, d, kld) or _last_message(dmesg, d)), None)
     infos: list[DriverInfo] = []
     for name in KERNEL_DRIVERS:
         info = _driver_info(name, ev, kld, dev, dmesg, os)
+        if info.attached is None and info.state in ("builtin", "loaded") and _cannot_attach(name, cpu):
+            # aesni_probe needs AESNI or SHA, armv8_crypto_probe needs AES: this CPU has neither
+            info.attached, info.accelerates_aes, info.state = False, False, "no-device"
         if name == "ossl" and info.attached:
             info.algorithms, info.accelerates_aes = ossl_algorithms(os, cpu, dmesg)
         if name == primary:
@@ -256,7 +340,8 @@ def _driver_infos(
         elif info.attached:  # other drivers only when they do something (padlock on Intel never attaches)
             infos.append(info)
     if primary is None:
-        infos.insert(0, DriverInfo(name=None, state="missing"))
+        # an architecture without an AES driver, or one that was not shown
+        infos.insert(0, DriverInfo(name=None, state="missing" if os.arch else "unknown"))
     return infos
 
 
@@ -298,9 +383,37 @@ def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
     st = ev.step(f"kldstat_m:{name}")
     if st is not None and st.rc in (0, 1):
         return st.rc == 0
-    if kld:
+    if not kld and ev.step("kldstat_filtered") is not None:
+        # `kldstat | grep ...` pasted: a line it shows is real, a line it lacks means nothing
+        shown = parse_kldstat(_raw(ev, "kldstat_filtered"))
+        seen = file_containing(shown, f"nexus/{name}") is not None or any(f.name == f"{name}.ko" for f in shown)
+        return True if seen else None
+    if kld and any(f.modules for f in kld):
         return file_containing(kld, f"nexus/{name}") is not None
-    return None
+    if kld and any(f.name == f"{name}.ko" for f in kld):
+        return True  # plain kldstat (no -v) lists the module file
+    return None  # plain kldstat without it: compiled in or not loaded, it cannot tell
+
+
+def _cannot_attach(name: str, cpu: CPUInfo) -> bool:
+    if name == "aesni":
+        return cpu.aesni is False and cpu.sha is False
+    if name == "armv8crypto":
+        return cpu.aesni is False
+    return False
+
+
+def module_files(ev: Evidence) -> list[str] | None:
+    """The crypto .ko files in kern.module_path's directories (the module_files step), None if not run."""
+    st = ev.step("module_files")
+    if st is None or st.rc != 0:
+        return None
+    return [line.strip() for line in st.text.splitlines() if line.strip().endswith(".ko")]
+
+
+def stock_kernel(os: OSInfo) -> bool:
+    """The release's own GENERIC (or HardenedBSD's HARDENEDBSD) kernel, by its config name."""
+    return (os.kernel_ident or "").upper().startswith(STOCK_IDENTS)
 
 
 def _driver_info(
@@ -309,9 +422,11 @@ def _driver_info(
     ko = f"/boot/kernel/{name}.ko"
     info = DriverInfo(name=name)
     registered = _registered(ev, name, kld)
-    holder = file_containing(kld, f"nexus/{name}") if kld else None
+    # a filtered kldstat paste shows the file holding the module, when it shows it at all
+    shown = kld or (parse_kldstat(_raw(ev, "kldstat_filtered")) if ev.step("kldstat_filtered") else [])
+    holder = file_containing(shown, f"nexus/{name}") if shown else None
     if holder is None and registered:
-        holder = next((f for f in kld if f.name == f"{name}.ko"), None)
+        holder = next((f for f in shown if f.name == f"{name}.ko"), None)
     desc = dev.get(f"dev.{name}.0.%desc")
     boot_msg = _last_message(dmesg, name)
     if desc is not None:
@@ -332,27 +447,126 @@ def _driver_info(
             info.state = "loaded"
             info.compiled_in = False
             info.module_file = holder.path or ko
+        elif holder is None and not any(f.modules for f in kld) and ev.step(f"kldstat_m:{name}") is not None:
+            # registered (kldstat -m) but kldstat -v was not collected: in the kernel or a module; a
+            # GENERIC kernel's config tells which
+            stock = in_generic(name, os) if stock_kernel(os) else None
+            if stock is None:
+                info.state = "unknown"
+                info.reason = f"{name} is registered, but without kldstat -v it cannot tell compiled in from loaded"
+            else:
+                info.state = "builtin" if stock else "loaded"
+                info.compiled_in = stock
         else:
             info.state = "builtin"
             info.compiled_in = True
-        if info.attached is False:
+        if info.attached is False and info.state != "unknown":
             info.state = "no-device"
     elif registered is False:
         exists = ev.exists(ko)
-        info.state = "not-loaded" if exists else ("missing" if exists is False else "unknown")
-        info.module_file = ko if exists else None
+        found = module_files(ev)
+        elsewhere = next((f for f in found or () if f.endswith(f"/{name}.ko") and f != ko), None)
+        if exists or elsewhere:
+            info.state = "not-loaded"
+            info.module_file = ko if exists else elsewhere
+        elif exists is False and found is not None:
+            info.state = "missing"  # not in /boot/kernel nor in any kern.module_path directory
+        else:
+            info.state = "unknown"
+            info.reason = (
+                f"{name} is not loaded, and whether {name}.ko is on disk was not checked"
+                if exists is not False else f"{name}.ko is not in /boot/kernel; kern.module_path's other "
+                "directories (/boot/modules) were not checked"
+            )
         info.attached = False
         info.accelerates_aes = False
         info.compiled_in = False
     elif boot_msg is not None:
-        info.state = "unknown"
-    info.in_generic = in_generic(name, os, info.compiled_in)
+        _from_boot_message(info, boot_msg, os)
+    else:
+        info.reason = _no_kldstat(ev)
+    if boot_msg is not None:
+        info.at_boot = True
+    elif dmesg.root_mounted and stock_kernel(os) and in_generic(name, os) is False:
+        info.at_boot = False  # a complete boot of a GENERIC without the driver, and no line of it
+    info.in_generic = in_generic(name, os, info.compiled_in, appliance_possible(ev, os))
     return info
+
+
+def appliance_possible(ev: Evidence, os: OSInfo) -> bool:
+    """The files that name an appliance were not all collected and the kernel is not a stock one."""
+    return (
+        os.variant in ("freebsd", "hardenedbsd") and any(k not in ev.steps for k in PRODUCT_STEPS)
+        and not stock_kernel(os)
+    )
+
+
+def _no_kldstat(ev: Evidence) -> str:
+    what = "pasted" if ev.origin == "paste" else "collected"
+    return f"kldstat -v was not {what}"
+
+
+def _from_boot_message(info: DriverInfo, msg: DriverMessage, os: OSInfo) -> None:
+    """Without kldstat: what the driver's boot message in dmesg.boot shows, on a kernel whose config is
+    known (GENERIC of a release that does or does not compile the driver in). Else the state stays unknown."""
+    compiled = in_generic(info.name or "", os) if stock_kernel(os) else None
+    if compiled is None:
+        info.state = "unknown"
+        info.reason = (
+            f"kldstat -v is missing, and dmesg's {info.name}0 line cannot tell compiled in from loaded on a kernel "
+            f"whose config ({os.kernel_ident or 'not shown'}) bsdcrypt does not know"
+        )
+        return
+    info.compiled_in = compiled
+    if compiled:
+        info.state = "builtin" if msg.attached else "no-device"
+    else:
+        # GENERIC of this release lacks the driver: the message came from the module (aesni.ko),
+        # preloaded by the loader (before the root mount) or kldloaded later; a module stays loaded
+        # whether or not its device attached
+        info.state = "loaded" if msg.attached else "no-device"
+
+
+def preloaded(dmesg: DmesgBoot, driver: DriverInfo) -> bool:
+    """The loader loaded the driver's module at the last boot: a GENERIC kernel without the driver
+    printed its attach (or probe) message before mounting root."""
+    if driver.compiled_in is not False or driver.state not in ("loaded", "no-device") or driver.name is None:
+        return False
+    msg = _last_message(dmesg, driver.name)
+    return msg is not None and msg.before_root is True
 
 
 def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
     found = [m for m in dmesg.drivers if m.driver == driver]
     return found[-1] if found else None
+
+
+APPLIANCE_SETTING = "appliance setting"
+APPLIANCE_INFERRED = "appliance setting (inferred)"
+# The steps that tell an appliance from plain FreeBSD (parse_product's inputs for pfSense/OPNsense).
+PRODUCT_STEPS = ("file:/etc/platform", "file:/etc/version", "opnsense_version", "file:/etc/pfsense-release")
+_CRYPTO_TAG = re.compile(r"<crypto_hardware>([^<]*)</crypto_hardware>|<crypto_hardware\s*/>")
+
+
+def appliance_crypto(ev: Evidence) -> str | None:
+    """pfSense/OPNsense config.xml's <crypto_hardware> value ("" for None), or None if unreadable."""
+    st = ev.step("appliance_crypto")
+    if st is None or st.rc not in (0, 1):
+        return None  # not collected, not readable without root (2), or no config.xml (3)
+    m = _CRYPTO_TAG.search(st.text)
+    return (m.group(1) or "").strip() if m else ""
+
+
+def loader_files_complete(ev: Evidence, major: int | None) -> str | None:
+    """None when every loader configuration file the loader reads was collected, else what is missing.
+
+    The probe frames each file it tried (rc 1 when absent); the loader.conf.d files come from a loop
+    that runs before the module file checks, so those checks show it ran. A paste shows only what was
+    pasted."""
+    missing = [p for p in ("/boot/loader.conf", "/boot/loader.conf.local") if ev.step("file:" + p) is None]
+    if (major is None or major >= 13) and not any(k.startswith("exists:") for k in ev.steps):
+        missing.append("/boot/loader.conf.d")
+    return ", ".join(missing) or None
 
 
 UNCOLLECTED = "which the probe did not collect"  # in PersistInfo.uncertain: enable reads those files itself
@@ -390,9 +604,10 @@ def _uncertainty(ev: Evidence, outs: list[Outcome], name: str) -> str | None:
     return None
 
 
-def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) -> PersistInfo:
+def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dmesg: DmesgBoot) -> PersistInfo:
     if driver.name is None:
-        return PersistInfo(configured=False, needed=False)
+        # no AES driver for this architecture: nothing to persist; architecture unknown: unknown
+        return PersistInfo(configured=False, needed=False) if os.arch else PersistInfo()
     variant = os.variant
     name = f"{driver.name}_load"
     files = files_from_evidence(ev)
@@ -410,23 +625,52 @@ def _persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) ->
     hit = next((o.blacklist for o in outs if o.blacklist is not None), None)
     if hit is not None and not driver.compiled_in:
         info.blacklisted = f"{hit.path}:{hit.line}"
+    usable: bool | None = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
+    if usable and cpu.aesni is None and driver.attached is not True or driver.state == "unknown":
+        usable = None  # whether the CPU could use the driver, or the driver is there, is not known
+    incomplete = loader_files_complete(ev, os.major)
+    product_unknown = any(k not in ev.steps for k in PRODUCT_STEPS) and not stock_kernel(os)
+    loads = agree(outs, lambda o: o.loads)
     if driver.compiled_in:
         info.configured = True
         info.needed = False
         info.source = info.source if yes else "kernel"
-    elif variant in GUI_LOADED and driver.state == "loaded" and not yes:
-        # pfSense/OPNsense load the module from their own crypto setting at boot, not via loader.conf.
-        info.configured = None
-        info.needed = True
-        info.source = "appliance setting"
-    elif ev.step("file:/boot/loader.conf") is None:
-        info.configured = None  # the probe did not get to the loader configuration
-        info.needed = None
-    else:
+    elif variant in GUI_LOADED and not yes:
+        # pfSense/OPNsense load the module from their own crypto setting at boot (config.xml), not from
+        # a loader.conf line; read it where the probe could, else infer it from the module being loaded.
+        setting = appliance_crypto(ev)
+        info.needed = usable
+        if setting is not None:
+            info.configured = driver.name in setting.split(",") or any(driver.name in v for v in setting.split(","))
+            info.source = f"{APPLIANCE_SETTING} (config.xml crypto_hardware={setting or 'none'})"
+        elif driver.state == "loaded":
+            info.configured = None
+            info.source = APPLIANCE_INFERRED
+            info.reason = "the appliance's config.xml was not collected or not readable without root"
+        else:
+            info.configured = None
+            info.reason = "the appliance's config.xml was not collected or not readable without root"
+    elif incomplete is None and not product_unknown and (loads or driver.compiled_in is False):
+        # every file the loader reads was collected (loadermodel: each loader generation, the
+        # loader.conf.d orders it may use); where they disagree, `uncertain` says why
         info.uncertain = _uncertainty(ev, outs, name)
-        info.configured = None if info.uncertain else agree(outs, lambda o: o.loads)
-        usable = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
+        info.configured = None if info.uncertain else loads
         info.needed = usable if driver.state != "unknown" else None
+    elif preloaded(dmesg, driver):
+        # the loader loaded the module at the last boot, so the configuration it read loads it
+        info.configured = True
+        info.needed = True
+        info.source = info.source if yes else "loader (preloaded at boot: dmesg.boot)"
+    else:
+        info.configured = None  # the loader configuration (or the appliance's) was not collected in full
+        info.needed = False if usable is False and driver.state != "unknown" else None
+        what = "pasted" if ev.origin == "paste" else "collected"
+        if incomplete is not None:
+            info.reason = f"not {what}: {incomplete}"
+        elif driver.compiled_in is None and not product_unknown:
+            info.reason = f"whether {driver.name} is compiled into this kernel is not known"
+        else:
+            info.reason = "whether this is an appliance that loads it from its own setting was not " + what
     return info
 
 

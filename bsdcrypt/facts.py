@@ -31,6 +31,9 @@ class CpuFeatures:
     hypervisor: str | None = None  # Hypervisor: Origin = "..." (raw, stripped)
     isa0: frozenset[str] | None = None  # arm64 Instruction Set Attributes 0 = <...>
     stdext2: frozenset[str] | None = None  # Structured Extended Features2=<...> (VAES, VPCLMULQDQ)
+    # x86: a `Features=` line was printed but no `Features2=` line followed before the CPU block
+    # ended. identcpu.c prints Features2 only when CPUID.1:ECX is non-zero, so the CPU has no AESNI.
+    no_features2: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class DriverMessage:
     attached: bool  # True when a <description> was printed
     algorithms: tuple[str, ...] = ()  # split of the <...> description
     message: str = ""  # e.g. "No AES or SHA support." when it did not attach
+    # printed before "Trying to mount root from" (during kernel start-up: compiled in or preloaded
+    # by the loader), after it (kldloaded at run time), or None when the boot shows no root mount
+    before_root: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,12 @@ class DmesgBoot:
     cpu: CpuFeatures = field(default_factory=CpuFeatures)
     drivers: tuple[DriverMessage, ...] = ()
     hardenedbsd: bool = False  # "HardenedBSD: initialize and check features" seen
+    arch: str | None = None  # MACHINE, the banner's last word: amd64, i386, arm64, ...
+    kernel_ident: str | None = None  # the kernel config name from the banner (GENERIC), if not redacted
+    geli: tuple[GeliProvider, ...] = ()  # GELI providers attached during boot (GEOM_ELI lines)
+    vm_hint: str | None = None  # hypervisor named by ACPI/SMBIOS/driver strings (kern.vm_guest names)
+    vm_hint_text: str | None = None  # the line that named it
+    root_mounted: bool = False  # "Trying to mount root from" seen: the boot's device probe is complete
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,13 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.hosts.spec import MAX_NAME as MAX_NAME  # the limits, from their new home
 from bsdcrypt.hosts.spec import SpecError as SpecError  # re-exported from its old home, for now
+from bsdcrypt.hosts.spec import quote_value as quote_value
 from bsdcrypt.hosts.spec import replay_ref, split_spec
 
 MAX_ERRORS_SHOWN = 20
+MAX_HOSTS_FILE = 16 << 20  # 16 MiB: a 100,000-host fleet is a few MiB
 
 
 class HostsFileError(BsdcryptError):
@@ -102,14 +105,31 @@ def _strip_comment(line: str) -> str:
     return text[: match.start()].rstrip() if match else text
 
 
-def read_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) -> list[HostEntry]:
+def _lines(text: str | bytes) -> list[str | UnicodeDecodeError]:
+    """The lines of a hosts file; bytes are decoded line by line (a line that is not UTF-8 is its
+    error, so it becomes `FILE:LINE: reason` like every other bad line)."""
+    if isinstance(text, str):
+        return list(text.removeprefix("\ufeff").splitlines())  # a BOM from Windows editors
+    out: list[str | UnicodeDecodeError] = []
+    for raw in text.removeprefix(b"\xef\xbb\xbf").splitlines():
+        try:
+            out.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            out.append(exc)
+    return out
+
+
+def read_hosts(text: str | bytes, origin: str = "<hosts>", base_dir: str | None = None) -> list[HostEntry]:
     """Every host line of a hosts file, duplicates included; `origin` names it in errors ("-" reads as
     <stdin>). Raises HostsFileError listing every bad line."""
     name = "<stdin>" if origin == "-" else origin
     problems: list[str] = []
     entries: list[HostEntry] = []
-    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):  # a BOM from Windows editors
+    for number, raw in enumerate(_lines(text), start=1):
         where = f"{name}:{number}"
+        if isinstance(raw, UnicodeDecodeError):
+            problems.append(f"{where}: not UTF-8 text (byte 0x{raw.object[raw.start]:02x} at column {raw.start + 1})")
+            continue
         body = _strip_comment(raw)
         if not body:
             continue
@@ -152,6 +172,6 @@ def dedupe(
     return HostsList(kept, list(dups.values()))
 
 
-def parse_hosts(text: str, origin: str = "<hosts>", base_dir: str | None = None) -> HostsList:
+def parse_hosts(text: str | bytes, origin: str = "<hosts>", base_dir: str | None = None) -> HostsList:
     """Parse the text of a hosts file; duplicates compared as written (see `dedupe`)."""
     return dedupe(read_hosts(text, origin, base_dir))

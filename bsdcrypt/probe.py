@@ -19,7 +19,8 @@ MAX_OUTPUT = 1 << 20
 
 SYSCTL_OIDS = (
     "kern.ostype kern.osrelease kern.osreldate kern.ident kern.hostname kern.bootfile "
-    "hw.machine hw.machine_arch hw.model hw.ncpu hw.physmem kern.vm_guest hw.hv_vendor hardening.version"
+    "hw.machine hw.machine_arch hw.model hw.ncpu hw.physmem kern.vm_guest hw.hv_vendor hardening.version "
+    "kern.module_path"
 )
 CRYPTO_DRIVERS = ("aesni", "ossl", "armv8crypto", "padlock")
 
@@ -55,6 +56,18 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("kldstat_v", "kldstat -v"),
     *((f"kldstat_m:{d}", f"kldstat -q -m nexus/{d}") for d in CRYPTO_DRIVERS),
     ("geli_list", "geli list"),
+    # The hypervisor's SMBIOS strings (VirtualBox guests often show kern.vm_guest "generic"); only
+    # these three variables are read, never the whole kernel environment.
+    ("kenv_smbios", "for v in smbios.system.maker smbios.system.product smbios.bios.vendor;"
+     " do printf '%s=' \"$v\"; kenv -q \"$v\" || echo; done"),
+    # Every crypto module file kldload could find: each directory of kern.module_path.
+    ("module_files", "p=$(sysctl -n kern.module_path) || exit 1; IFS=';'; for d in $p; do"
+     " for m in " + " ".join(CRYPTO_DRIVERS) + "; do [ -f \"$d/$m.ko\" ] && echo \"$d/$m.ko\"; done; done; exit 0"),
+    # pfSense/OPNsense: the GUI's crypto setting (config.xml <system><crypto_hardware>), only that tag;
+    # rc 1: no such tag (setting None), 2: not readable without root, 3: no config.xml
+    ("appliance_crypto", "for f in /conf/config.xml /cf/conf/config.xml; do if [ -e \"$f\" ]; then"
+     " grep -E -o -m1 '<crypto_hardware>[^<]*</crypto_hardware>|<crypto_hardware */>' \"$f\"; exit $?; fi;"
+     " done; exit 3"),
     ("opnsense_version", "opnsense-version"),
     ("ghostbsd_version", "ghostbsd-version"),
     ("id_u", "id -u"),
@@ -90,8 +103,12 @@ CONF_DIR_GLOBS = ("?*conf", ".*conf")
 MAX_NAMED = 16  # paths named by loader_conf_files / loader_conf_dirs / local_loader_conf_files, at most
 MAX_NAMED_BYTES = 1048577  # of each named file (one more than enable edits: a bigger one is refused there)
 MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRIVERS)
+# Steps only a paste gives (bsdcrypt.paste): `dmesg | grep ...` and `kldstat | grep ...`, whose lines are
+# real but whose gaps mean nothing; the probe never runs them.
+PASTE_STEPS = ("dmesg_filtered", "kldstat_filtered")
 _STEP_NAMES = frozenset(
     [name for name, _ in STEPS] + [f"file:{p}" for p in FILES] + [f"exists:{p}" for p in MODULE_FILES]
+    + list(PASTE_STEPS)
 )
 
 
@@ -204,6 +221,7 @@ class Evidence:
     """
 
     steps: dict[str, Step] = field(default_factory=dict)
+    origin: str = "probe"  # "paste": read from pasted command outputs (bsdcrypt.paste), not the probe
 
     def _get(self, name: str) -> Step | None:
         st = self.steps.get(name)

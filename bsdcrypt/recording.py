@@ -79,6 +79,30 @@ def shipped_names() -> list[str]:
     return sorted(names)
 
 
+def description(path: Path) -> str:
+    """A recording's one-line `description:` (read from its top lines, without parsing the YAML), or ""."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("description:"):
+                    value = yaml.load(line, Loader=_loader()).get("description")
+                    return " ".join(str(value).split()) if value is not None else ""
+                if line.startswith("steps:"):
+                    break
+    except (OSError, yaml.YAMLError, AttributeError):
+        return ""
+    return ""
+
+
+def shipped() -> list[tuple[str, Path]]:
+    """(name, path) of every shipped recording, by name (the first directory holding a name wins)."""
+    found: dict[str, Path] = {}
+    for d in shipped_dirs():
+        for p in sorted(d.glob("*.yaml")):
+            found.setdefault(p.stem, p)
+    return sorted(found.items())
+
+
 def resolve_recording(ref: str) -> Path:
     """A path to a recording file, or the name of one shipped with bsdcrypt."""
     path = Path(ref).expanduser()
@@ -172,7 +196,14 @@ def dump(
         "steps": {name: _step_to_yaml(st) for name, st in evidence.steps.items()},
     }
     body = yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True, width=4096)
-    return header + body
+    return _printable_comment(header) + body
+
+
+def _printable_comment(text: str) -> str:
+    """The comment header with a host's control characters escaped: YAML rejects them anywhere in a
+    stream, comments included, so a hostile host name would make the recording unreadable."""
+    lines = text.split("\n")
+    return "\n".join(ln if ln.isprintable() else ln.encode("unicode_escape").decode("ascii") for ln in lines)
 
 
 _RERECORDED = "# re-recorded from a replay"
@@ -220,11 +251,19 @@ def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
     return doc, evidence
 
 
+MAX_RECORDING = 16 << 20  # 16 MiB: one host's probe output is 5-50 KB; the loader files alone may be 1 MiB each
+
+
 def _read(path: Path) -> str:
+    from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.fsutil import read_input
+
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_input(str(path), MAX_RECORDING, "recording").decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise RecordingError(f"cannot read recording {path}: {exc}") from exc
+    except BsdcryptError as exc:
+        raise RecordingError(str(exc)) from exc
 
 
 def load(path: Path) -> tuple[dict[str, Any], Evidence]:

@@ -59,6 +59,10 @@ class DriverInfo:
     compiled_in: bool | None = None  # part of the running kernel (kldstat -v lists it under "kernel")
     module_file: str | None = None  # the .ko it was (or can be) loaded from
     in_generic: bool | None = None  # this release's GENERIC kernel compiles it in
+    reason: str | None = None  # why state (or attached) is unknown: the evidence that was missing
+    # dmesg.boot: True if the driver printed its attach/probe line during the last boot, False if a
+    # complete boot on a kernel without it compiled in shows none (the loader did not load it)
+    at_boot: bool | None = None
 
 
 @dataclass
@@ -68,6 +72,7 @@ class PersistInfo:
     source: str | None = None  # "kernel", or "/boot/loader.conf:12"
     value: str | None = None  # the effective <driver>_load value, if any
     ignored: str | None = None  # FILE:LINE of a <driver>_load this release's loader does not read
+    reason: str | None = None  # why configured is unknown: the evidence that was missing
     blacklisted: str | None = None  # FILE:LINE of a module_blacklist naming the driver (the loader skips it)
     uncertain: str | None = None  # why whether the loader loads it at boot cannot be told
 

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from freebsd_tree import add_kernel
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -281,6 +282,8 @@ def test_root_decides_from_the_release_of_the_system_at_root(root: Path, version
         (root / "bin").mkdir()
         # the line as bin/freebsd-version/freebsd-version.sh.in has it once built
         (root / "bin" / "freebsd-version").write_text(f'#!/bin/sh\nUSERLAND_VERSION="{version}"\n')
+    else:
+        add_kernel(root)  # no userland to tell the release, but a FreeBSD kernel: release unknown
     write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
     _register_commands()
     r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])

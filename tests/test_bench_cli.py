@@ -286,3 +286,20 @@ def test_cleanup_has_no_prometheus_metrics(host: ScriptedHost) -> None:
     res = runner.invoke(app, ["bench", "--cleanup", "-f", "prometheus"])
     assert res.exit_code == 3 and "--cleanup has no Prometheus metrics" in res.stderr
     assert host.commands == []
+
+
+def test_bench_o_to_a_fifo_writes_in_place(host: ScriptedHost, tmp_path: Path) -> None:
+    """Issue 11: bench -o uses the one output mechanism: a FIFO (like /dev/null) is written, not replaced."""
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "bench.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    res = runner.invoke(app, ["bench", "--no-save", "--format", "prometheus", "-o", str(fifo)])
+    reader.join(timeout=60)
+    assert res.exit_code == 0, res.output
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and b"bsdcrypt_bench_iops" in got[0]

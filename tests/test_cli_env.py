@@ -161,7 +161,7 @@ def _complete_bash(*words: str, cword: int | None = None) -> list[str]:
     return r.stdout.split()
 
 
-SHIPPED = _cli("recordings").stdout.split()
+SHIPPED = [line.split()[0] for line in _cli("recordings").stdout.splitlines() if line.strip()]  # NAME  description
 
 
 def test_format_values_complete() -> None:

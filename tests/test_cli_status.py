@@ -100,8 +100,13 @@ def test_record_redact_hides_the_hostname(tmp_path: Path) -> None:
 def test_recordings_lists_the_shipped_ones() -> None:
     r = run("recordings")
     assert r.returncode == 0
-    names = r.stdout.split()
+    rows = [line.split(None, 1) for line in r.stdout.splitlines()]
+    names = [row[0] for row in rows]
     assert "freebsd-13.0-hyperv-builtin" in names and len(names) >= 15
+    # one line per recording: its name, then what it shows (the `description:` of the recording)
+    assert all(len(row) == 2 and len(row[1]) > 20 for row in rows), rows
+    hyperv = dict(rows)["freebsd-13.0-hyperv-builtin"]
+    assert "Hyper-V" in hyperv and "compiled into GENERIC" in hyperv
 
 
 def test_status_start_up_imports_only_what_status_needs() -> None:
@@ -220,7 +225,10 @@ def test_an_unreachable_host_gets_the_fleet_kind_as_host_finding(tmp_path: Path)
     r = run("status", "-H", "127.0.0.1:1", "-f", "prometheus", "--timeout", "10")
     assert r.returncode == 3 and r.stderr == ""
     assert 'id="host-refused",severity="unknown"} 1' in r.stdout
-    r = run("status", "-H", "127.0.0.1:1", "-f", "json", "--timeout", "10")  # no monitoring format: an error
+    r = run("status", "-H", "127.0.0.1:1", "-f", "json", "--timeout", "10")  # a document too (issue 11)
+    assert r.returncode == 3 and r.stderr == ""
+    assert [f["id"] for f in json.loads(r.stdout)["findings"]] == ["host-refused"]
+    r = run("status", "-H", "127.0.0.1:1", "--timeout", "10")  # the table: the error, one line
     assert r.returncode == 3 and r.stdout == "" and r.stderr.startswith("bsdcrypt: connection refused")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from freebsd_tree import add_kernel
 from typer.testing import CliRunner
 
 from bsdcrypt.cli.enable import register
@@ -62,6 +63,7 @@ def test_json_format() -> None:
 
 def _boot(tmp_path: Path, data: bytes) -> Path:
     (tmp_path / "boot").mkdir()
+    add_kernel(tmp_path)  # a FreeBSD system's kernel: --root refuses a tree without a FreeBSD kernel or userland
     conf = tmp_path / "boot" / "loader.conf"
     conf.write_bytes(data)
     return conf
@@ -176,7 +178,7 @@ def test_the_confirmation_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "Apply these changes?" in result.output
     if code:
         assert "nothing changed." in result.output and conf.read_bytes() == b"a=1\n"
-        assert sorted(p.name for p in conf.parent.iterdir()) == ["loader.conf"]
+        assert sorted(p.name for p in conf.parent.iterdir()) == ["kernel", "loader.conf"]
     else:
         assert conf.read_bytes() == b'a=1\naesni_load="YES" # bsdcrypt enable: added\n'
 

@@ -34,6 +34,8 @@ def test_recording(path: Path) -> None:
     assert any(line.startswith("# source:") for line in text.splitlines()[:5]), "missing '# source:' header"
     doc, evidence = load(path)
     assert isinstance(doc.get("source"), str) and doc["source"].strip(), "empty 'source'"
+    desc = doc.get("description")
+    assert isinstance(desc, str) and desc.strip() and "\n" not in desc, "no one-line 'description'"
     unknown = sorted(s for s in evidence.steps if not _known(s))
     assert not unknown, f"unknown step names: {unknown}"
     missing = [s for s in REQUIRED if s not in evidence.steps]

@@ -23,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bsdcrypt"
 LAYERS: list[tuple[str, ...]] = [
     # foundation: errors, signals, what is known of the platform, the data model, pure parsers
     ("bsdcrypt", "bsdcrypt.errors", "bsdcrypt.interrupts", "bsdcrypt.platform", "bsdcrypt.facts",
-     "bsdcrypt.status", "bsdcrypt.fsutil", "bsdcrypt.parsers"),
+     "bsdcrypt.status", "bsdcrypt.fsutil", "bsdcrypt.parsers",
+     "bsdcrypt.render.text"),  # the host-text sanitizer: pure, imports nothing; -v and every renderer use it
     # the Host seam and the grammar of a host
     ("bsdcrypt.hosts", "bsdcrypt.hosts.base", "bsdcrypt.hosts.spec", "bsdcrypt.hosts.local"),
     # gathering: the probe, loader configuration reading, the hosts file
@@ -34,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bsdcrypt.hosts.verbose", "bsdcrypt.hosts.open", "bsdcrypt.host", "bsdcrypt.verbose"),
     # assessment, advice, planning, collecting others' output
     ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.enable.plan", "bsdcrypt.plan", "bsdcrypt.userland",
-     "bsdcrypt.analyze"),
+     "bsdcrypt.analyze", "bsdcrypt.paste"),
     # acting on a host, measuring it, running a fleet
     ("bsdcrypt.enable", "bsdcrypt.act", "bsdcrypt.bench", "bsdcrypt.fleet"),
     # renderers (bsdcrypt.report, bsdcrypt.prometheus: re-exports of their old homes, for now)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.recording import ReplayHost
 from bsdcrypt.render import prometheus
+from bsdcrypt.render.text import visible
 from bsdcrypt.status import Finding, GeliInfo, Status
 
 parser = pytest.importorskip("prometheus_client.parser")
@@ -151,6 +152,9 @@ def test_label_values_round_trip_through_the_parser(host: str, source: str, geli
     text = prometheus.render([s])
     strict_check(text)
     fams = parsed(text)
+    # Label values are host text: they arrive as bsdcrypt.render.text shows them (controls escaped)
+    host, source, geli, finding = (visible(x) for x in (host, source, geli, finding))
+    assert all(line.isprintable() for line in text.split("\n"))
     assert _value(fams, "bsdcrypt_exit_code", host=host, source=source) == 1
     assert _value(fams, "bsdcrypt_info", host=host, product=geli) == 1
     assert _value(fams, "bsdcrypt_finding", host=host, id=finding) == 1

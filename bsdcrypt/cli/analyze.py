@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt
+from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt, error_line, nonempty
 
 if TYPE_CHECKING:
     pass
@@ -34,13 +33,14 @@ def analyze(
     files: Annotated[
         list[str],
         typer.Argument(
-            help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs or recordings; - is stdin."
+            help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs or recordings; - is stdin.",
+            callback=nonempty,
         ),
     ],
     fmt: FleetFormatOpt = "table",
     output: OutputOpt = None,
     token: Annotated[
-        str | None, typer.Option("--token", help="Frame marker, if not the one in the first frame.")
+        str | None, typer.Option("--token", help="Frame marker, if not the one in the first frame.", callback=nonempty)
     ] = None,
 ) -> None:
     """Assess probe output collected by another engine; the report of fleet-audit, one row per host.
@@ -48,11 +48,14 @@ def analyze(
     Exit status: the worst host's (0 OK, 1 warning, 2 critical, 3 unknown or not collected).
     """
     from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.fsutil import OutputError
 
     try:
         code = _analyze(files, fmt, output, token)
+    except OutputError:
+        raise  # the report could not be delivered: its own exit status (bsdcrypt.cli.main)
     except BsdcryptError as exc:
-        typer.echo(f"bsdcrypt: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         raise typer.Exit(3) from None
     raise typer.Exit(code)
 
@@ -72,16 +75,13 @@ def _expand(files: list[str]) -> list[tuple[str, bool]]:
     return out
 
 
-def _read(path: str) -> bytes:
-    from bsdcrypt.errors import BsdcryptError
+MAX_INPUT = 64 << 20  # 64 MiB: Ansible's JSON for a 1,000-host play of 50 KB probe outputs, escaped
 
-    if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise BsdcryptError(f"cannot read {path}: {exc.strerror}") from exc
+
+def _read(path: str) -> bytes:
+    from bsdcrypt.fsutil import read_input
+
+    return read_input(path, MAX_INPUT, "input")
 
 
 def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) -> int:
@@ -101,6 +101,12 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
         raise BsdcryptError("no input files (the directories given are empty)")
     from bsdcrypt.analyze import Collected
 
+    named = tuple(path for path, in_dir in paths if not in_dir)
+    if output is not None and output != "-":
+        from bsdcrypt.fsutil import check_output_path
+
+        check_output_path(output, named)  # the analyzed files are never overwritten by the report
+    used = list(named)
     skipped = 0
     for path, in_dir in paths:
         try:
@@ -109,9 +115,13 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
             collected = [Collected(path, path, f"file:{path}", error_kind="unreadable", error=str(exc))]
         if in_dir and len(collected) == 1 and collected[0].unrecognised:
             # a README, probe.sh or an earlier report beside the collected outputs: not a host
-            typer.echo(f"bsdcrypt: skipped {path}: not probe output, Ansible JSON or a recording", err=True)
+            from bsdcrypt.render.text import visible
+
+            typer.echo(f"bsdcrypt: skipped {visible(path)}: not probe output, Ansible JSON or a recording", err=True)
             skipped += 1
             continue
+        if in_dir:
+            used.append(path)
         for c in collected:
             results.append(
                 fleet.HostResult(HostEntry(spec=c.target, source=c.origin), to_status(c), 0.0, c.error, c.error_kind)
@@ -132,7 +142,7 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
         report = render(run, fmt)
     from bsdcrypt.cli.options import write_report
 
-    write_report(report, output)
+    write_report(report, output, tuple(used))
     return run.exit_code
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from bsdcrypt import __version__
+from bsdcrypt import __version__, started
 from bsdcrypt.cli.completion import COMPLETE_VAR, _bash_completion_support, _completion_script_request
 from bsdcrypt.cli.options import (  # noqa: F401  (their old home)
     MARKUP_MODE,
@@ -18,9 +18,12 @@ from bsdcrypt.cli.options import (  # noqa: F401  (their old home)
     HostOpt,
     OutputOpt,
     TimeoutOpt,
+    error_line,
     fail,
     literal_help,
+    nonempty,
     seconds,
+    spec_inputs,
     write_report,
 )
 from bsdcrypt.cli.status import host_failure  # noqa: F401  (its old home)
@@ -146,9 +149,28 @@ def _is_sigterm(exc: BaseException | None) -> bool:
 
 
 def main() -> None:
+    from bsdcrypt.fsutil import GuardedStdout, OutputError, give_up_stdout
+
     _no_color()
     _register_commands(sys.argv)
     _completion_script_request(sys.argv)
+    # Every write to stdout goes through the guard: a full disk or a closed pipe is one line and its
+    # own exit status (bsdcrypt.fsutil), not click's exit 1 (= warning) or a traceback.
+    sys.stdout = GuardedStdout(sys.stdout)
+    started()  # from here on Ctrl-C is a KeyboardInterrupt: the close paths run
+    try:
+        code = _run_and_report()
+    except OutputError as exc:  # while reporting an error (the Nagios line of a usage error)
+        give_up_stdout()
+        typer.echo(error_line(exc), err=True)
+        code = exc.exit_code
+    sys.exit(code)
+
+
+def _run_and_report() -> int:
+    """Run the command; every way it can end, as an exit status (and one line on stderr)."""
+    from bsdcrypt.fsutil import OutputError, give_up_stdout
+
     code = 0
     try:
         # SIGTERM raises Interrupted("SIGTERM") like Ctrl-C, so the same close paths run (an SSH host's
@@ -156,12 +178,17 @@ def main() -> None:
         # in `terminated` too, as typer turns a KeyboardInterrupt into a quiet exit 130.
         with sigterm_raises() as terminated:
             result = _run_app()
+            sys.stdout.flush()
         code = result if isinstance(result, int) else 0
         if terminated and code == 130:  # our SIGTERM, as typer reports an interrupt
             typer.echo("bsdcrypt: interrupted by SIGTERM", err=True)
             code = 143  # 128 + SIGTERM, as a shell reports a command killed by it
+    except OutputError as exc:
+        give_up_stdout()
+        typer.echo(error_line(exc), err=True)
+        code = exc.exit_code
     except BsdcryptError as exc:
-        typer.echo(f"bsdcrypt: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         code = 3
     except KeyboardInterrupt as exc:
         if _is_sigterm(exc):
@@ -177,7 +204,7 @@ def main() -> None:
             ctx = getattr(exc, "ctx", None)
             where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
             message = f"{exc.format_message()}{where}"  # type: ignore[attr-defined]
-            typer.echo(f"bsdcrypt: {message}", err=True)
+            typer.echo(error_line(message), err=True)
             if requested_format(sys.argv) == "nagios":  # a plugin's line goes to stdout, usage errors included
                 typer.echo(f"BSDCRYPT UNKNOWN: {' '.join(message.replace('|', '/').split())}")
             code = 3
@@ -193,4 +220,4 @@ def main() -> None:
             code = 3
         else:
             raise
-    sys.exit(code)
+    return code

@@ -66,16 +66,53 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _facts_for(host: Host) -> HostFacts | None:
-    """Host facts from the status assessment (one read-only probe); None if the probe fails."""
+def _status_for(host: Host) -> Any:
+    """The status assessment (one read-only probe); None if the probe fails."""
     from bsdcrypt.assess import assess
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.probe import gather
 
     try:
-        return HostFacts.from_status(assess(gather(host), host.name, host.spec))
+        return assess(gather(host), host.name, host.spec)
     except BsdcryptError:  # the bench still runs with its own sysctl facts
         return None
+
+
+class NotFreeBSD(BenchError):
+    """The probe showed a system without GELI and md(4); `facts` are what it showed."""
+
+    def __init__(self, why: str, facts: HostFacts) -> None:
+        super().__init__("preflight: system", why)
+        self.why = why
+        self.facts = facts
+
+
+def _facts_for(host: Host) -> HostFacts | None:
+    """Host facts from the status assessment; None if the probe fails. NotFreeBSD when the probe
+    shows a system other than FreeBSD's family (the GELI bench cannot run there; --userland can)."""
+    status = _status_for(host)
+    if status is None:
+        return None
+    facts = HostFacts.from_status(status)
+    why = not_freebsd(status)
+    if why:
+        raise NotFreeBSD(why, facts)
+    return facts
+
+
+def not_freebsd(status: Any) -> str | None:
+    """Why a host cannot run the GELI bench, when its probe shows a system other than FreeBSD's family
+    (GELI and md(4) are FreeBSD's); None when it is one, or when the probe did not say."""
+    from bsdcrypt.platform import APPLIANCES, FREEBSD_FAMILY
+
+    name = getattr(getattr(status, "os", None), "name", None)
+    variant = getattr(getattr(status, "os", None), "variant", None)
+    if name is None or name in FREEBSD_FAMILY or variant in (*APPLIANCES, "hardenedbsd"):
+        return None
+    return (
+        f"{status.host} runs {name}, not FreeBSD: the bench measures GELI on an md(4) device, which only "
+        "FreeBSD-family systems have (bench --userland measures OpenSSL anywhere)"
+    )
 
 
 # --------------------------------------------------------------------------- bench --compare
@@ -157,7 +194,7 @@ class EnableBench:
             result = measure(host, BenchParams(), HostFacts.from_status(status))
         except BenchInterrupted as exc:
             self.interrupted = f"{exc}; {state}"
-            typer.echo(f"bsdcrypt: {exc}", err=True)
+            typer.echo(_error_line(exc), err=True)
             typer.echo(f"bsdcrypt: {state}", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from exc
         except BenchError as exc:
@@ -171,7 +208,7 @@ class EnableBench:
             self.saved.append(str(save_record(result, self.save_dir)))
         except OSError as exc:
             self.errors.append(f"could not save the {phase} record: {exc}")
-            typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
+            typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
         if phase == "before":
             self.before = result
         else:
@@ -280,6 +317,18 @@ def _host_help() -> str:
     return literal_help("local (default), or [user@]host[:port] over SSH (a recording cannot run a bench).")
 
 
+def _error_line(message: object) -> str:
+    from bsdcrypt.cli.options import error_line
+
+    return error_line(message)
+
+
+def _nonempty(value: Any) -> Any:
+    from bsdcrypt.cli.options import nonempty
+
+    return nonempty(value)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
@@ -296,6 +345,7 @@ def register(app: typer.Typer) -> None:
                 "-H",
                 help=_host_help(),
                 envvar="BSDCRYPT_HOST",
+                callback=_nonempty,
             ),
         ] = "local",
         size: Annotated[int, typer.Option("--size", help="md size in MiB (swap-backed: uses RAM).")] = 1024,
@@ -337,9 +387,11 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         save: Annotated[
-            str,
-            typer.Option("--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench)."),
-        ] = "",
+            str | None,
+            typer.Option(
+                "--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench).", callback=_nonempty
+            ),
+        ] = None,
         no_save: Annotated[bool, typer.Option("--no-save", help="Do not write a JSON record.")] = False,
         fmt: Annotated[
             str,
@@ -352,7 +404,12 @@ def register(app: typer.Typer) -> None:
         ] = "table",
         output: Annotated[
             str | None,
-            typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt_bench.prom)."),
+            typer.Option(
+                "--output",
+                "-o",
+                help="Write the report to FILE (atomically if a regular file), e.g. DIR/bsdcrypt_bench.prom.",
+                callback=_nonempty,
+            ),
         ] = None,
     ) -> None:
         """Measure GELI (AES-XTS) on a swap-backed md device with fio, against the bare md ceiling.
@@ -393,11 +450,16 @@ def register(app: typer.Typer) -> None:
             except BsdcryptError as exc:
                 fail(str(exc))
         h = parse_host_spec(host)
-        progress = (lambda msg: typer.echo(f"  {msg}", err=True)) if fmt == "table" else None
+        from bsdcrypt.render.text import visible
+
+        progress = (lambda msg: typer.echo(f"  {visible(msg, None)}", err=True)) if fmt == "table" else None
         try:
             if userland:
                 # Userland only: openssl speed needs neither root nor fio nor an md device.
-                facts = _facts_for(h)
+                try:
+                    facts = _facts_for(h)
+                except NotFreeBSD as exc:  # openssl speed runs anywhere
+                    facts = exc.facts
                 x86 = facts is None or facts.arch in (None, "amd64", "i386", "x86_64")
                 started = _now()
                 u = engine.userland(h, x86=x86)
@@ -409,7 +471,7 @@ def register(app: typer.Typer) -> None:
                         directory = Path(save).expanduser() if save else default_results_dir()
                         where = save_json(record, directory, started, hf.hostname, "-userland")
                     except OSError as exc:
-                        typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
+                        typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
                 if fmt == "table":
                     text = render_userland(u) + (f"saved: {where}\n" if where else "")
                 else:
@@ -440,9 +502,13 @@ def register(app: typer.Typer) -> None:
                 repeat=repeat,
                 ceiling=ceiling,
             )
-            result = engine.measure(h, params, _facts_for(h), progress)
+            try:
+                facts = _facts_for(h)
+            except NotFreeBSD as exc:
+                fail(exc.why)
+            result = engine.measure(h, params, facts, progress)
         except BenchInterrupted as exc:
-            typer.echo(f"bsdcrypt: {exc}", err=True)
+            typer.echo(_error_line(exc), err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from exc
         except BenchError as exc:
             fail(str(exc))
@@ -453,7 +519,7 @@ def register(app: typer.Typer) -> None:
             try:
                 saved = save_record(result, Path(save).expanduser() if save else default_results_dir())
             except OSError as exc:
-                typer.echo(f"bsdcrypt: could not save the record: {exc}", err=True)
+                typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
         if fmt == "table":
             write_report(render_table(result) + (f"saved: {saved}\n" if saved else ""), output)
         elif fmt == "prometheus":

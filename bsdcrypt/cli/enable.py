@@ -12,13 +12,15 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli.options import HostOpt
+from bsdcrypt.cli.options import HostOpt, nonempty
 from bsdcrypt.enable import flow
 from bsdcrypt.enable.flow import EXIT_DECLINED as EXIT_DECLINED  # the exit codes, for importers of old
 from bsdcrypt.enable.flow import EXIT_REFUSED, FlowError, PlanFor
 from bsdcrypt.enable.plan import Plan, PlanInput, loader_driver
 from bsdcrypt.render.plan import plan_to_dict, render_plan
 from bsdcrypt.status import Status
+
+EXIT_INTERRUPTED = 130  # end of input at the confirmation prompt, as Ctrl-C there
 
 FORMATS = ("text", "json")
 
@@ -27,12 +29,13 @@ DryRunOpt = Annotated[
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for scripts).")]
 RootOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--root",
         "-R",
         help="Edit the loader configuration of a system mounted at DIR (like sysrc -R); "
         "the running kernel is not touched.",
+        callback=nonempty,
     ),
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
@@ -68,14 +71,21 @@ class _Hooks:
             typer.echo(text)
 
     def say(self, line: str) -> None:
-        typer.echo(f"  {line}", err=self.fmt == "json")
+        from bsdcrypt.render.text import visible  # paths and messages can carry host text
+
+        typer.echo(f"  {visible(line, None)}", err=self.fmt == "json")
 
     def confirm(self) -> bool:
         if not sys.stdin.isatty():
             raise FlowError(
                 "not changing anything without confirmation: re-run with --yes (or --dry-run to look)", EXIT_REFUSED
             )
-        if typer.confirm("Apply these changes?", default=False):
+        try:
+            agreed = typer.confirm("Apply these changes?", default=False)
+        except typer.Abort:  # end of input (Ctrl-D) or Ctrl-C at the prompt: interrupted, not an answer
+            typer.echo("\nbsdcrypt: interrupted at the confirmation prompt: nothing changed", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        if agreed:
             return True
         # Not done, by the user's choice: 1, distinct from done (0), refused (2) and error (3).
         typer.echo("nothing changed.")
@@ -123,12 +133,16 @@ def enable(
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
     host: HostOpt = "local",
-    root: RootOpt = "",
+    root: RootOpt = None,
     fmt: FormatOpt = "text",
     bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
     bench_html: Annotated[
         str | None,
-        typer.Option("--bench-html", help="With --bench: also write the before/after charts as one HTML page."),
+        typer.Option(
+            "--bench-html",
+            help="With --bench: also write the before/after charts as one HTML page.",
+            callback=nonempty,
+        ),
     ] = None,
     force: Annotated[
         bool,
@@ -165,9 +179,9 @@ def enable(
         )
 
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
-        return plan_enable(inp, files, persist=persist, root=root, force=force)
+        return plan_enable(inp, files, persist=persist, root=root or "", force=force)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root, bench=bench, bench_html=bench_html)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "", bench=bench, bench_html=bench_html)
 
 
 def disable(
@@ -177,7 +191,7 @@ def disable(
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
     host: HostOpt = "local",
-    root: RootOpt = "",
+    root: RootOpt = None,
     fmt: FormatOpt = "text",
 ) -> None:
     """Undo exactly what `enable --persist` changed in the loader configuration."""
@@ -193,7 +207,7 @@ def disable(
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_disable(files, loader_driver(inp), is_root=None if root else inp.is_root)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "")
 
 
 def register(app: typer.Typer) -> None:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
-import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt, literal_help, seconds
+from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt, error_line, literal_help, nonempty, seconds
+
+if TYPE_CHECKING:
+    from bsdcrypt.hostsfile import HostEntry
 
 FORMATS = ("table", "json", "yaml", "csv", "prometheus", "html")
 
 
 def fleet_audit(
     hosts_file: Annotated[
-        str, typer.Argument(help=literal_help("One [user@]host[:port] or replay:PATH per line; - reads stdin."))
+        str,
+        typer.Argument(
+            help=literal_help("One [user@]host[:port] or replay:PATH per line; - reads stdin."), callback=nonempty
+        ),
     ],
     parallel: Annotated[
         int | None,
@@ -29,7 +34,9 @@ def fleet_audit(
     ] = 30.0,
     ssh_config: Annotated[
         str | None,
-        typer.Option("--ssh-config", "-F", help="OpenSSH client config to use instead of ~/.ssh/config."),
+        typer.Option(
+            "--ssh-config", "-F", help="OpenSSH client config to use instead of ~/.ssh/config.", callback=nonempty
+        ),
     ] = None,
     accept_new: Annotated[
         bool,
@@ -49,6 +56,7 @@ def fleet_audit(
     """
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.fleet import FleetInterrupted
+    from bsdcrypt.fsutil import OutputError
     from bsdcrypt.hostsfile import HostsFileError
     from bsdcrypt.interrupts import Interrupted, sigterm_raises
 
@@ -60,11 +68,15 @@ def fleet_audit(
         typer.echo(f"bsdcrypt: fleet-audit {interrupted.describe()}; no report written", err=True)
         raise typer.Exit(interrupted.exit_code) from None
     except HostsFileError as exc:  # bad lines: one line each, FILE:LINE: problem
+        from bsdcrypt.render.text import MESSAGE_LIMIT, visible
+
         for line in exc.lines:
-            typer.echo(line, err=True)
+            typer.echo(visible(line, MESSAGE_LIMIT), err=True)
         raise typer.Exit(3) from None
+    except OutputError:
+        raise  # the report could not be delivered: its own exit status (bsdcrypt.cli.main)
     except BsdcryptError as exc:  # a bad ssh config, an unwritable -o: one line, exit 3
-        typer.echo(f"bsdcrypt: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         raise typer.Exit(3) from None
     raise typer.Exit(code)
 
@@ -85,21 +97,18 @@ def _fleet_audit(
 
     if fmt not in FORMATS:
         raise BsdcryptError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-    if hosts_file == "-":
-        text, base_dir = sys.stdin.read(), os.getcwd()
-    else:
-        try:
-            with open(hosts_file, encoding="utf-8") as fh:
-                text = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            why = getattr(exc, "strerror", None) or exc
-            raise BsdcryptError(f"cannot read hosts file {hosts_file}: {why}") from exc
-        base_dir = os.path.dirname(os.path.abspath(hosts_file))
-    entries = read_hosts(text, hosts_file, base_dir)
+    from bsdcrypt.fsutil import read_input
+    from bsdcrypt.hostsfile import MAX_HOSTS_FILE
+
+    # Bytes, bounded: a line that is not UTF-8 is a FILE:LINE error like any other bad line.
+    data = read_input(hosts_file, MAX_HOSTS_FILE, "hosts file")
+    base_dir = os.getcwd() if hosts_file == "-" else os.path.dirname(os.path.abspath(hosts_file))
+    entries = read_hosts(data, hosts_file, base_dir)
+    inputs = _inputs(hosts_file, ssh_config, entries)
     if output is not None and output != "-":
         from bsdcrypt.fsutil import check_output_path
 
-        check_output_path(output)  # before the audit, not after it
+        check_output_path(output, inputs)  # before the audit, not after it
     options = fleet.FleetOptions(
         parallel=parallel or fleet.default_parallel(),
         timeout=timeout,
@@ -114,7 +123,7 @@ def _fleet_audit(
     run = fleet.run_fleet(entries, options, progress, auditor, dedupe=True)
     if not quiet:
         for note in run.duplicates:
-            typer.echo(f"bsdcrypt: note: {note}", err=True)
+            typer.echo(error_line(f"note: {note}"), err=True)
     if fmt == "html":
         from bsdcrypt.render.html import fleet_page  # Jinja2: only on this path
 
@@ -127,12 +136,29 @@ def _fleet_audit(
     if output is None or output == "-":
         typer.echo(report, nl=False)
     else:
-        from bsdcrypt.fsutil import atomic_write_text
+        from bsdcrypt.cli import write_report
 
-        atomic_write_text(output, report, mode=0o644)
+        write_report(report, output, inputs)
         if not quiet:
             typer.echo(f"bsdcrypt: wrote {fmt} report on {len(run.results)} hosts to {output}", err=True)
     return run.exit_code
+
+
+def _inputs(hosts_file: str, ssh_config: str | None, entries: list[HostEntry]) -> tuple[str, ...]:
+    """The files this audit reads, which -o must never name: the hosts file, the ssh config, the
+    user's known_hosts (--accept-new writes it) and every recording the hosts file names."""
+    from bsdcrypt import fleet
+    from bsdcrypt.errors import BsdcryptError
+
+    paths = [hosts_file, os.path.expanduser(ssh_config or "~/.ssh/config")]
+    paths += [os.path.expanduser(p) for p in ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")]
+    for entry in entries:
+        if entry.is_replay:
+            try:
+                paths.append(str(fleet.replay_path(entry)))
+            except BsdcryptError:
+                pass  # no such recording: its row says so
+    return tuple(paths)
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Annotated, Literal, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 import typer
 import typer.core
@@ -26,6 +26,15 @@ def literal_help(text: str) -> str:
     return text
 
 
+def nonempty(value: Any) -> Any:
+    """Option callback for every path or target option: an empty value (an unset `$MNT` in `-R "$MNT"`)
+    is a usage error (exit 3), never "the default" (the live host, the running system, stdout)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(v == "" for v in values):
+        raise typer.BadParameter("must not be empty (an unset shell variable?)")
+    return value
+
+
 HostOpt = Annotated[
     str,
     typer.Option(
@@ -34,13 +43,22 @@ HostOpt = Annotated[
         help=literal_help("local (default), [user@]host[:port] over SSH, or replay:FILE|NAME for a recording."),
         envvar="BSDCRYPT_HOST",
         autocompletion=complete_host,
+        callback=nonempty,
     ),
 ]
 
 
+def error_line(message: object) -> str:
+    """`bsdcrypt: MESSAGE` as one line of printable text: an error can quote host text (a banner, a
+    file name, a host name), shown through the renderers' sanitizer and cut (bsdcrypt.render.text)."""
+    from bsdcrypt.render.text import MESSAGE_LIMIT, visible
+
+    return f"bsdcrypt: {visible(str(message), MESSAGE_LIMIT)}"
+
+
 def fail(message: str, code: int = 3) -> NoReturn:
     """Print a one-line error on stderr and exit."""
-    typer.echo(f"bsdcrypt: {message}", err=True)
+    typer.echo(error_line(message), err=True)
     raise typer.Exit(code)
 
 
@@ -80,15 +98,35 @@ FleetFormatOpt = Annotated[
 ]
 OutputOpt = Annotated[
     str | None,
-    typer.Option("--output", "-o", help="Write the report to FILE atomically (e.g. DIR/bsdcrypt.prom), not stdout."),
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the report to FILE (atomically if a regular file; a device or FIFO in place), not stdout.",
+        callback=nonempty,
+    ),
 ]
 
 
-def write_report(text: str, output: str | None) -> None:
-    """Print a report, or write it atomically (temp file in the same directory + rename, mode 0644)."""
+def write_report(text: str, output: str | None, inputs: tuple[str, ...] = ()) -> None:
+    """Print a report, or write it to FILE the one way every -o does (bsdcrypt.fsutil: atomically for a
+    regular file, in place for a device or FIFO, never over one of the command's inputs; mode 0644)."""
     if output is None or output == "-":
         typer.echo(text, nl=False)
         return
-    from bsdcrypt.fsutil import atomic_write_text
+    from bsdcrypt.fsutil import check_output_path, write_file
 
-    atomic_write_text(output, text, mode=0o644)
+    check_output_path(output, inputs)
+    write_file(output, text, mode=0o644)
+
+
+def spec_inputs(spec: str) -> tuple[str, ...]:
+    """The file a --host value reads (replay:FILE|NAME), which -o must not name; () for live hosts."""
+    if not spec.startswith("replay:"):
+        return ()
+    from bsdcrypt.errors import BsdcryptError
+    from bsdcrypt.recording import resolve_recording
+
+    try:
+        return (str(resolve_recording(spec[len("replay:"):])),)
+    except BsdcryptError:
+        return ()  # no such recording: the command says so itself

@@ -6,7 +6,16 @@ from typing import Annotated
 
 import typer
 
-from bsdcrypt.cli.options import FormatOpt, HostOpt, OutputOpt, TimeoutOpt, check_format, write_report
+from bsdcrypt.cli.options import (
+    FormatOpt,
+    HostOpt,
+    OutputOpt,
+    TimeoutOpt,
+    check_format,
+    nonempty,
+    spec_inputs,
+    write_report,
+)
 from bsdcrypt.errors import BsdcryptError
 
 
@@ -22,23 +31,30 @@ def status(
     from bsdcrypt.render.status import FORMATS, render
 
     check_format(fmt, FORMATS)
+    inputs = spec_inputs(host)
+    if output is not None and output != "-":
+        from bsdcrypt.fsutil import check_output_path
+
+        check_output_path(output, inputs)  # before the probe, which may take a while
     try:
         result = status_of(parse_host_spec(host), timeout=timeout)
     except BsdcryptError as exc:
-        if fmt not in MONITORING_FORMATS:
-            raise
+        if fmt not in DOCUMENT_FORMATS:
+            raise  # the table (and html): one line on stderr
         # Monitoring always gets its report, errors included: a Nagios line on stdout, and a textfile
-        # that says "unknown" instead of the last good run's metrics going stale.
+        # that says "unknown" instead of the last good run's metrics going stale; JSON and YAML a
+        # document of the same schema whose one finding (host-<kind>) says why.
         from bsdcrypt.status import error_status
 
         message = " ".join(str(exc).split())
         finding_id, remedy = host_failure(exc)
         result = error_status(host, host, finding_id, message, remedy)
-    write_report(render(result, fmt), output)
+    write_report(render(result, fmt), output, inputs)
     raise typer.Exit(result.exit_code)
 
 
 MONITORING_FORMATS = ("nagios", "prometheus")
+DOCUMENT_FORMATS = ("json", "yaml", *MONITORING_FORMATS)  # the formats a program reads: always a report
 
 def host_failure(exc: BsdcryptError) -> tuple[str, str]:
     """(finding id, remedy) of a host `status` could not assess: `host-<kind>` with the kinds and
@@ -54,7 +70,7 @@ def host_failure(exc: BsdcryptError) -> tuple[str, str]:
 
 
 def record(
-    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.", callback=nonempty)],
     host: HostOpt = "local",
     redact: Annotated[bool, typer.Option("--redact", help="Replace hostname, MAC addresses, serials.")] = False,
     timeout: TimeoutOpt = 120.0,
@@ -65,6 +81,11 @@ def record(
     from bsdcrypt.recording import dump
     from bsdcrypt.recording import redact as redact_evidence
 
+    inputs = spec_inputs(host)
+    if output != "-":
+        from bsdcrypt.fsutil import check_output_path
+
+        check_output_path(output, inputs)  # before the probe
     target = parse_host_spec(host)
     evidence = gather_evidence(target, timeout=timeout)
     name = target.name
@@ -75,18 +96,23 @@ def record(
     if output == "-":
         typer.echo(text, nl=False)
         return
-    from bsdcrypt.fsutil import atomic_write_text
+    from bsdcrypt.fsutil import check_output_path, write_file
+    from bsdcrypt.render.text import visible
 
-    atomic_write_text(output, text)
-    typer.echo(f"recorded {len(evidence.steps)} probe steps of {name} to {output}", err=True)
+    check_output_path(output, inputs)
+    write_file(output, text)
+    typer.echo(f"recorded {len(evidence.steps)} probe steps of {visible(name)} to {visible(output)}", err=True)
 
 
 def recordings() -> None:
-    """List the recordings shipped with bsdcrypt (use them as --host replay:NAME)."""
-    from bsdcrypt.recording import shipped_names
+    """List the recordings shipped with bsdcrypt, one line each: NAME and what it shows (use --host replay:NAME)."""
+    from bsdcrypt.recording import description, shipped
 
-    for name in shipped_names():
-        typer.echo(name)
+    rows = shipped()
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, path in rows:
+        text = description(path)
+        typer.echo(f"{name:<{width}}  {text}".rstrip() if text else name)
 
 
 def register(app: typer.Typer) -> None:

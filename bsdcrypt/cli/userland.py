@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli.options import HostOpt
+from bsdcrypt.cli.options import HostOpt, nonempty
 
 FORMATS = ("text", "json")
 EXIT_WARNING = 1
@@ -146,8 +146,11 @@ def userland(
     dry_run: Annotated[bool, typer.Option("--dry-run", "-n", help="Show the diff; change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     root: Annotated[
-        str, typer.Option("--root", "-R", help="Edit the rc.conf / drop-in of a system (jail) mounted at DIR.")
-    ] = "",
+        str | None,
+        typer.Option(
+            "--root", "-R", help="Edit the rc.conf / drop-in of a system (jail) mounted at DIR.", callback=nonempty
+        ),
+    ] = None,
     init: Annotated[
         str, typer.Option("--init", help="rc or systemd: the init system of the system at --root, when it is not "
                           "the running host's.")
@@ -168,6 +171,7 @@ def userland(
     from bsdcrypt.userland import plan as uplan
     from bsdcrypt.userland.session import UserlandError
 
+    root = root or ""  # no --root: the host itself (an empty -R '' is a usage error, never that)
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     if apply and (check or remove):

@@ -128,10 +128,12 @@ def _read_round(host: Host, root: str, paths: list[str], dirs: list[str]) -> lis
         f"T={token}; ROOT={sh_quote(root)}",
         _RESOLVE,
         FRAME_FUNCTION,
-        # r PATH: a step named PATH (as under DIR) with the content of the file it resolves to
-        'r() { s "$1" \'t=$(resolve "$1") || { unresolved $?; exit 1; }; cat -- "$t"\'; }',
-        # e PATH: r PATH if it is there; a link counts even dangling or looping (an error to report,
-        # not a missing file). Only the last component is tested, in its resolved directory.
+        # r PATH: a step named PATH (as under DIR) with the content of the file it resolves to; no
+        # step (no file) when it resolves to nothing, a dangling link: the loader reads no file there
+        'r() { if t=$(resolve "$1") && [ ! -e "$t" ]; then return 0; fi; '
+        's "$1" \'t=$(resolve "$1") || { unresolved $?; exit 1; }; cat -- "$t"\'; }',
+        # e PATH: r PATH if it is there; a link counts even dangling or looping (a loop is an error
+        # to report, not a missing file). Only the last component is tested, in its resolved directory.
         'e() { d=$(resolve "${1%/*}") || { r "$1"; return; }; '
         '{ [ -L "$d/${1##*/}" ] || [ -e "$d/${1##*/}" ]; } && r "$1"; }',
         # n PATH: a file a loader file names: read only if it resolves to a regular file (a device
@@ -304,8 +306,29 @@ def check_root(host: Host, root: str) -> None:
         raise ActError(f"--root {root}: cannot check the directory on {host.name}")
 
 
-# ELF e_machine (offset 18, little-endian) of DIR/boot/kernel/kernel -> hw.machine_arch
-_ELF_MACHINES = {"03 00": "i386", "3e 00": "amd64", "b7 00": "aarch64", "28 00": "armv7", "f3 00": "riscv64"}
+# ELF e_machine of DIR/boot/kernel/kernel -> hw.machine_arch (FreeBSD's architectures; elf(5) EM_*)
+_ELF_MACHINES = {
+    3: "i386", 62: "amd64", 183: "aarch64", 40: "armv7", 243: "riscv64", 20: "powerpc", 21: "powerpc64",
+    8: "mips", 43: "sparc64",
+}
+
+
+def _kernel_arch(header: str | None, where: str) -> tuple[str | None, str | None]:
+    """(machine_arch, None) from the first 20 bytes of a kernel as `od -An -tx1` prints them, or
+    (None, why it is not a FreeBSD kernel); (None, None) when there is no kernel file."""
+    if header is None:
+        return None, None
+    b = [int(x, 16) for x in header.split()]
+    if b[:4] != [0x7F, 0x45, 0x4C, 0x46] or len(b) < 20:  # \x7fELF
+        return None, f"{where} is not an ELF file, so not a FreeBSD kernel"
+    little = b[5] == 1  # EI_DATA: 1 little-endian, 2 big-endian
+    machine = b[18] | b[19] << 8 if little else b[19] | b[18] << 8
+    arch = _ELF_MACHINES.get(machine)
+    if arch == "powerpc64" and little:
+        arch = "powerpc64le"
+    if arch is None:
+        return None, f"{where} is an ELF kernel for machine {machine}, not an architecture FreeBSD runs on"
+    return arch, None
 
 
 # The files that tell a product (appliance) built on FreeBSD, as the probe reads them on a running host
@@ -323,6 +346,7 @@ class RootSystem:
     release: str | None  # USERLAND_VERSION of DIR/bin/freebsd-version
     arch: str | None  # from the ELF header of DIR/boot/kernel/kernel
     variant: str | None = None  # pfsense, opnsense, truenas, freenas, ghostbsd, ...; None: plain FreeBSD
+    not_freebsd: str | None = None  # why DIR is not a FreeBSD-family system (a garbage or foreign kernel, nothing)
 
 
 def _opnsense_version_line(text: str) -> str | None:
@@ -360,8 +384,10 @@ def read_root_system(host: Host, root: str) -> RootSystem:
             f"t=$(resolve {sh_quote(base + '/bin/freebsd-version')}) && "
             "sed -n 's/^USERLAND_VERSION=\"\\(.*\\)\"$/\\1/p' \"$t\" 2>/dev/null | head -n 1"
         ),
-        "s machine "
-        + sh_quote(f"t=$(resolve {sh_quote(base + '/boot/kernel/kernel')}) && od -An -tx1 -j18 -N2 \"$t\""),
+        "s kernel "
+        + sh_quote(
+            f"t=$(resolve {sh_quote(base + '/boot/kernel/kernel')}) && [ -f \"$t\" ] && od -An -tx1 -N20 \"$t\""
+        ),
     ]
     for path in _PRODUCT_FILES + _OPNSENSE_VERSION_FILES:
         read = f't=$(resolve {sh_quote(base + path)}) && [ -f "$t" ] && cat -- "$t"'
@@ -374,14 +400,16 @@ def read_root_system(host: Host, root: str) -> RootSystem:
         return st.out.decode("utf-8", "replace") if st is not None and st.ok else None
 
     release = (text("release") or "").strip() or None
-    arch = _ELF_MACHINES.get(" ".join((text("machine") or "").split()))
+    arch, not_freebsd = _kernel_arch(text("kernel"), f"{base}/boot/kernel/kernel")
+    if arch is None and not_freebsd is None and release is None:
+        not_freebsd = "it has neither a kernel (boot/kernel/kernel) nor a userland (bin/freebsd-version)"
     opnsense = next(
         (line for f in _OPNSENSE_VERSION_FILES if (t := text(f)) and (line := _opnsense_version_line(t))), None
     )
     product = parse_product(
         text("/etc/platform"), text("/etc/version"), opnsense, None, text("/etc/pfsense-release")
     )
-    return RootSystem(release, arch, product.variant if product else None)
+    return RootSystem(release, arch, product.variant if product else None, not_freebsd)
 
 
 # ---- the safe write --------------------------------------------------------------------------------

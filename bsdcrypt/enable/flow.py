@@ -78,7 +78,13 @@ def _root_input(host: Host, root: str, inp: PlanInput) -> tuple[PlanInput, int |
     from bsdcrypt.platform import primary_driver
 
     system = read_root_system(host, root)
-    inp = replace(inp, root_release=system.release, root_variant=system.variant)
+    inp = replace(
+        inp,
+        root_release=system.release,
+        root_variant=system.variant,
+        root_not_freebsd=system.not_freebsd,
+        root_arch=system.arch,
+    )
     if system.arch:  # the image's kernel decides the driver, not the machine running bsdcrypt
         inp = replace(inp, arch=system.arch, driver=primary_driver(system.arch))
     rel = parse_release(inp.root_release) if inp.root_release else None
@@ -109,6 +115,8 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
     from bsdcrypt.probe import gather
 
     root = req.root
+    if not host.can_exec and not root and not req.dry_run:
+        raise FlowError(f"{host.spec} is a recording, and a recording cannot be changed; use --dry-run to see the plan")
     if root:
         if not host.can_exec:
             raise FlowError(

@@ -13,7 +13,7 @@ from bsdcrypt import loaderconf
 from bsdcrypt.advice import PASSTHROUGH, VARIANT_NAMES
 from bsdcrypt.loaderconf import FileEdit
 from bsdcrypt.parsers.version import parse_release
-from bsdcrypt.platform import AES_DRIVERS, APPLIANCES, ARM64, FREEBSD_FAMILY
+from bsdcrypt.platform import AES_DRIVERS, APPLIANCES, ARM64, FREEBSD_FAMILY, primary_driver
 from bsdcrypt.status import DriverState, Status
 
 
@@ -51,6 +51,8 @@ class PlanInput:
     kernel_ident: str | None = None  # GENERIC, HARDENEDBSD, TRUENAS, a custom config name
     root_release: str | None = None  # with --root: the userland release of the system at DIR
     root_variant: str | None = None  # with --root: the product at DIR (pfsense, opnsense, ...), from its files
+    root_not_freebsd: str | None = None  # with --root: why DIR is not a FreeBSD-family system, if it is not
+    root_arch: str | None = None  # with --root: the architecture of DIR's kernel, if it has one
     major: int | None = None  # the release's major number: which loader generations read the files
     blacklisted: str | None = None  # FILE:LINE of a module_blacklist that names the driver
 
@@ -269,6 +271,17 @@ def plan_enable(
                 "is not touched and its driver state is not checked against that system's kernel."
             )
         )
+        if p.root_not_freebsd:  # what a running non-FreeBSD host gets, with what DIR showed
+            act.append(
+                Refuse(
+                    f"the system at {root} is not a FreeBSD-family system: {p.root_not_freebsd}",
+                    "point --root at the root of a FreeBSD or HardenedBSD system (mounted?)",
+                )
+            )
+            return plan
+        if p.root_arch is not None and primary_driver(p.root_arch) is None:  # DIR's kernel: no AES driver
+            act.append(Refuse(f"FreeBSD has no AES acceleration driver for {p.root_arch}", CHACHA_NOTE))
+            return plan
         if not persist:
             act.append(Refuse("with --root there is nothing to do without --persist", "add --persist"))
             return plan

@@ -22,9 +22,22 @@ class SpecError(ValueError):
     pass
 
 
+MAX_NAME = 253  # a DNS name's longest text form (RFC 1035: 255 octets on the wire)
+MAX_PATH = 1024  # PATH_MAX on FreeBSD
+_SHOWN = 60  # characters of a bad value quoted in an error
+
+
+def quote_value(text: str) -> str:
+    """A bad value as an error quotes it: repr(), cut at _SHOWN characters (a 100,000-character line
+    is not echoed whole)."""
+    if len(text) <= _SHOWN:
+        return repr(text)
+    return f"{text[:_SHOWN]!r}... ({len(text)} characters)"
+
+
 def _port(text: str) -> int:
     if not text.isdigit():
-        raise SpecError(f"bad port {text!r}")
+        raise SpecError(f"bad port {quote_value(text)}")
     port = int(text)
     if not 1 <= port <= 65535:
         raise SpecError(f"port {port} is out of range 1-65535")
@@ -48,27 +61,27 @@ def split_spec(spec: str) -> tuple[str | None, str, int | None]:
     if not text:
         raise SpecError("empty host")
     if any(ch.isspace() for ch in text):
-        raise SpecError(f"{text!r} has spaces (one host per line)")
+        raise SpecError(f"{quote_value(text)} has spaces (one host per line)")
     user: str | None = None
     if "@" in text:
         user, _, text = text.rpartition("@")
         if not user or not _USER.match(user):
-            raise SpecError(f"bad user name {user!r}")
+            raise SpecError(f"bad user name {quote_value(user)}")
     port: int | None = None
     if text.startswith("["):
         close = text.find("]")
         if close < 0:
-            raise SpecError(f"{text!r}: '[' without ']'")
+            raise SpecError(f"{quote_value(text)}: '[' without ']'")
         host, rest = text[1:close], text[close + 1:]
         if not _is_ipv6(host):
-            raise SpecError(f"{host!r} in brackets is not an IPv6 address")
+            raise SpecError(f"{quote_value(host)} in brackets is not an IPv6 address")
         if rest:
             if not rest.startswith(":"):
-                raise SpecError(f"unexpected {rest!r} after ']'")
+                raise SpecError(f"unexpected {quote_value(rest)} after ']'")
             port = _port(rest[1:])
     elif text.count(":") > 1:
         if not _is_ipv6(text):
-            raise SpecError(f"{text!r} is not an IPv6 address (write [addr]:port for a port)")
+            raise SpecError(f"{quote_value(text)} is not an IPv6 address (write [addr]:port for a port)")
         host = text
     else:
         host, sep, port_text = text.partition(":")
@@ -76,8 +89,10 @@ def split_spec(spec: str) -> tuple[str | None, str, int | None]:
             port = _port(port_text)
         if not host:
             raise SpecError("missing host name")
+        if len(host) > MAX_NAME:
+            raise SpecError(f"the host name is {len(host)} characters long: not a name (at most {MAX_NAME})")
         if not _NAME.match(host) or ".." in host:
-            raise SpecError(f"bad host name {host!r}")
+            raise SpecError(f"bad host name {quote_value(host)}")
     return user, host, port
 
 
@@ -88,6 +103,8 @@ def replay_ref(spec: str) -> str | None:
     ref = spec[len(REPLAY):]
     if not ref or any(ch.isspace() for ch in ref):
         raise SpecError("replay: needs one PATH or recording name")
+    if len(ref) > MAX_PATH:
+        raise SpecError(f"the replay: path is {len(ref)} characters long (at most {MAX_PATH})")
     return ref
 
 

@@ -76,7 +76,9 @@ class VerboseHost:
     def _log(self, lines: list[str]) -> None:
         stream = self._stream or sys.stderr
         with _lock:
-            stream.write("".join(f"bsdcrypt: {self.spec}: {line}\n" for line in lines))
+            from bsdcrypt.render.text import visible  # a spec or an error can carry host text
+
+            stream.write("".join(f"bsdcrypt: {visible(self.spec)}: {visible(line, None)}\n" for line in lines))
             stream.flush()
 
     def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:

@@ -8,13 +8,24 @@ Formats read from FreeBSD sources:
                    "Instruction Set Attributes 0"
   aesni.c          "aesni0: <desc>" (newbus attach), "No AES or SHA support." (12+),
                    "No AESNI support." / "No SSE4.1 support." (older)
+  armv8_crypto.c   "armv8crypto0: <AES-CBC,AES-XTS[,AES-GCM]>", "CPU lacks AES instructions" (older
+                   releases print it without a newline, so the next message is glued on)
+  ossl.c           "ossl0: <OpenSSL crypto>"
+  g_eli.c          "GEOM_ELI: Device %s created.", "Encryption: %s %u", " Integrity: %s",
+                   "    Crypto: %s" (hardware | software | accelerated software), "Device %s destroyed.",
+                   "Detached %s on last close."
+  vfs_mountroot.c  "Trying to mount root from %s:%s [%s]...": devices attached before it came up with
+                   the kernel (compiled in, or preloaded by the loader); after it, from kldload at run time
+  banner           "FreeBSD 12.2-RELEASE r366954 GENERIC amd64" (one line), or "FreeBSD 13.0-RELEASE-p4 #0:
+                   <date>" and "    root@host:/usr/obj/.../sys/GENERIC amd64": the version string, then
+                   MACHINE (real outputs: fixtures/parsers/dmesg/)
 """
 
 from __future__ import annotations
 
 import re
 
-from bsdcrypt.facts import CpuFeatures, DmesgBoot, DriverMessage
+from bsdcrypt.facts import CpuFeatures, DmesgBoot, DriverMessage, GeliProvider
 from bsdcrypt.parsers import clean_text
 
 DRIVERS = ("aesni", "armv8crypto", "ossl", "padlock")
@@ -33,9 +44,28 @@ _BITFIELD_PREFIXES = ("Features2=", "Structured Extended Features")
 _ISA0 = re.compile(r"^Instruction Set Attributes 0 = <(.*)$")
 _HYPERVISOR = re.compile(r'^Hypervisor: Origin = "(.*)"\s*$')
 _DRIVER = re.compile(r"^(" + "|".join(DRIVERS) + r")(\d+): (.*?)\s*$")
+_ROOT_MOUNT = "Trying to mount root from "
+_GELI = "GEOM_ELI: "
+_GELI_DEVICE = re.compile(r"^GEOM_ELI: Device (\S+) (created|destroyed)\.")
+_GELI_DETACHED = re.compile(r"^GEOM_ELI: Detached (\S+) on last close\.")
+_GELI_FIELD = re.compile(r"^GEOM_ELI:\s+(Encryption|Integrity|Crypto): (.*?)\s*$")
+# MACHINE values the banner ends with (sys/*/include/param.h)
+MACHINES = frozenset({"amd64", "i386", "arm64", "arm", "powerpc", "riscv", "mips", "sparc64", "pc98"})
+# Strings that name a hypervisor where the CPUID origin is absent (VirtualBox sets no HV bit on
+# older versions; QEMU TCG has no signature): ACPI table OEM ids, virtual disk and NIC models.
+_VM_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"<VBOX\b|\bVBOX HARDDISK\b|^vboxguest\d+: "), "vbox"),
+    (re.compile(r"<VMware[ ,]|^vmci\d+: |^pvscsi\d+: "), "vmware"),
+    (re.compile(r"^XEN: Hypervisor version |^xenpci\d+: |^xn\d+: <Virtual Network Interface>"), "xen"),
+    (re.compile(r"^Hyper-V Version: |^vmbus\d+: <Hyper-V Vmbus>"), "hv"),
+    (re.compile(r"<Parallels\b"), "parallels"),
+    (re.compile(r"<(?:BOCHS|QEMU)\b|\bBXPC(?:APIC|RSDT)\b"), "qemu"),
+)
+_VM_FIRST = frozenset("<AXHvpx")
 # First characters of every line the loop in parse_dmesg looks at after the banner:
-# HardenedBSD/Hypervisor, Copyright/CPU, Features2, Structured, Instruction, and the drivers.
-_FIRST_CHARS = frozenset("HCFSI" + "".join(d[0] for d in DRIVERS))
+# HardenedBSD/Hypervisor, Copyright/CPU, Features/Features2, Structured, Instruction, GEOM_ELI,
+# Trying to mount root, real/avail memory, and the drivers.
+_FIRST_CHARS = frozenset("HCFSIGTra" + "".join(d[0] for d in DRIVERS))
 _MAX_WRAP = 6  # continuation lines joined onto a wrapped bit-field line
 
 
@@ -129,6 +159,33 @@ def _join_wrapped(lines: list[str], i: int) -> str:
     return text
 
 
+def _banner_fields(body: list[str], i: int) -> tuple[str | None, str | None]:
+    """(kernel ident, MACHINE) from the banner at body[i] and its build-path line, if shown."""
+    line = body[i].strip()
+    words = line.split()
+    if "#" in line and line[-1:].isdigit() and i + 1 < len(body):
+        # "FreeBSD 13.0-RELEASE-p4 #0: <date>" then "    user@host:/usr/obj/.../sys/GENERIC amd64"
+        nxt = body[i + 1].split()
+        if len(nxt) >= 2 and nxt[-1] in MACHINES and ":/" in nxt[-2]:
+            path = nxt[-2].rstrip("/")
+            # a redacted path (bsd-hardware.info: "XXX@XXX:/usr/obj/XXXX") names no config
+            return (path.rsplit("/", 1)[-1] if "/sys/" in path else None), nxt[-1]
+        return None, None
+    if len(words) >= 3 and words[-1] in MACHINES:
+        ident: str | None = words[-2] if len(words) >= 4 else None
+        if ident is not None and (any(c in ident for c in "(/#:") or re.match(r"^r\d+$", ident)):
+            ident = None  # a revision or branch, not a config name
+        return ident, words[-1]
+    return None, None
+
+
+def _vm_hint(line: str) -> str | None:
+    for pattern, name in _VM_HINTS:
+        if pattern.search(line):
+            return name
+    return None
+
+
 def parse_dmesg(text: str) -> DmesgBoot:
     """Parse a kernel message buffer; only the last boot counts. Never raises."""
     lines = _kernel_lines(text)
@@ -146,6 +203,16 @@ def parse_dmesg(text: str) -> DmesgBoot:
     hypervisor: str | None = None
     isa0: frozenset[str] | None = None
     drivers: dict[str, DriverMessage] = {}
+    driver_at: dict[str, int] = {}
+    ident: str | None = None
+    arch: str | None = None
+    root_at: int | None = None
+    features_at: int | None = None
+    cpu_block_ended = False
+    geli: dict[str, dict[str, str]] = {}
+    geli_current: str | None = None
+    vm_hint: str | None = None
+    vm_hint_text: str | None = None
 
     for i, raw in enumerate(body):
         line = raw.strip()
@@ -157,10 +224,27 @@ def parse_dmesg(text: str) -> DmesgBoot:
             m = _BANNER.match(line)
             if m:
                 banner, os_name = line, m.group(1)
+                ident, arch = _banner_fields(body, i)
                 if m.group(2).endswith("-HBSD"):
                     hbsd = True
                 continue
+        if vm_hint is None and (line[0] in _VM_FIRST or "<" in line):
+            vm_hint = _vm_hint(line)
+            if vm_hint is not None:
+                vm_hint_text = line
+        if root_at is None and _ROOT_MOUNT in line:
+            root_at = i  # also glued onto another message: "Release APs...Trying to mount root from"
+            continue
         if line[0] not in _FIRST_CHARS:
+            continue
+        if features_at is not None and not cpu_block_ended and line.startswith(("real memory", "avail memory")):
+            cpu_block_ended = True
+            continue
+        if line.startswith(_GELI):
+            geli_current = _geli_line(line, geli, geli_current)
+            continue
+        if line.startswith("Features=0x") and features_at is None and model is not None:
+            features_at = i  # the CPU's (a Hyper-V guest prints the hypervisor's Features= line first)
             continue
         if line.startswith("HardenedBSD: initialize and check features") or (
             "HardenedBSD" in line and line.startswith("Copyright") and _COPYRIGHT.match(line)
@@ -199,6 +283,7 @@ def parse_dmesg(text: str) -> DmesgBoot:
                 dm = DriverMessage(driver, False, (), msg)
             drivers.pop(driver, None)
             drivers[driver] = dm
+            driver_at[driver] = i
 
     if starts and not body:
         boots = max(boots, 1)
@@ -211,7 +296,13 @@ def parse_dmesg(text: str) -> DmesgBoot:
         hypervisor=hypervisor,
         isa0=isa0,
         stdext2=fields.get("Structured Extended Features2"),
+        no_features2=features_at is not None and cpu_block_ended and "Features2" not in fields,
     )
+    if root_at is not None:
+        drivers = {
+            name: DriverMessage(dm.driver, dm.attached, dm.algorithms, dm.message, driver_at[name] < root_at)
+            for name, dm in drivers.items()
+        }
     return DmesgBoot(
         banner=banner,
         os_name=os_name,
@@ -219,6 +310,44 @@ def parse_dmesg(text: str) -> DmesgBoot:
         cpu=cpu,
         drivers=tuple(drivers.values()),
         hardenedbsd=hbsd,
+        arch=arch,
+        kernel_ident=ident,
+        geli=tuple(_geli_provider(name, f) for name, f in geli.items()),
+        vm_hint=vm_hint,
+        vm_hint_text=vm_hint_text,
+        root_mounted=root_at is not None,
+    )
+
+
+def _geli_line(line: str, geli: dict[str, dict[str, str]], current: str | None) -> str | None:
+    """Fold one GEOM_ELI line into `geli` (provider -> fields); returns the provider it concerns."""
+    m = _GELI_DEVICE.match(line)
+    if m:
+        name, what = m.group(1), m.group(2)
+        geli.pop(name, None)
+        if what == "created":
+            geli[name] = {}
+            return name
+        return None
+    m = _GELI_DETACHED.match(line)
+    if m:
+        geli.pop(m.group(1), None)
+        return None
+    m = _GELI_FIELD.match(line)
+    if m and current is not None and current in geli:
+        geli[current].setdefault(m.group(1), m.group(2).rstrip("."))
+    return current
+
+
+def _geli_provider(name: str, f: dict[str, str]) -> GeliProvider:
+    enc = f.get("Encryption", "").split()
+    key = enc[1] if len(enc) > 1 and enc[1].isdigit() else None
+    return GeliProvider(
+        name=name,
+        encryption=enc[0] if enc else None,
+        key_length=int(key) if key else None,
+        crypto=f.get("Crypto"),
+        authentication=f.get("Integrity"),
     )
 
 

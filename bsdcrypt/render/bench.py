@@ -33,7 +33,9 @@ def bar_chart(rows: list[tuple[str, float]]) -> str:
 def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
     from tabulate import tabulate
 
-    h = result.host
+    from bsdcrypt.render.text import visible, visible_lines, visible_status
+
+    h = visible_status(result.host)  # host text: control characters shown, each field cut
     p = result.params
     accel = {None: "", True: "  (accelerated)", False: "  (NOT accelerated)"}[result.accelerated]
     lines = [
@@ -42,7 +44,7 @@ def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
         f"driver: {h.driver or '-'} {h.driver_state}",
         f"GELI: {result.geli_algorithm or p.ealgo} {result.geli_keylength or p.keylen}, "
         f"sector {p.sectorsize}, Crypto: {result.crypto or 'unknown'}{accel}",
-        f"fio: {result.fio_version or '?'}  bs={p.bs} iodepth={p.iodepth} numjobs={result.numjobs} "
+        f"fio: {visible(result.fio_version or '?')}  bs={p.bs} iodepth={p.iodepth} numjobs={result.numjobs} "
         f"runtime={p.runtime_s}s engine={p.ioengine} md={p.size_mib} MiB  runs={p.repeat}",
         "",
     ]
@@ -74,8 +76,8 @@ def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
     if speedup is not None:
         lines.append(f"  {speedup.note}")
     for w in result.warnings:
-        lines.append(f"note: {w}")
-    return "\n".join(lines) + "\n"
+        lines.append(f"note: {visible(w, None)}")
+    return visible_lines("\n".join(lines) + "\n")
 
 
 def render_userland(u: UserlandResult) -> str:
@@ -86,9 +88,11 @@ def render_userland(u: UserlandResult) -> str:
         plain = "-" if c.bytes_per_s is None else f"{c.bytes_per_s / MIB:.0f}"
         masked = "-" if c.masked_bytes_per_s is None else f"{c.masked_bytes_per_s / MIB:.0f}"
         rows.append([c.cipher, plain, masked])
-    head = f"userland (openssl {u.openssl_version or '?'} speed -evp, 16 KiB blocks, MiB/s):"
+    from bsdcrypt.render.text import visible, visible_lines
+
+    head = f"userland (openssl {visible(u.openssl_version or '?')} speed -evp, 16 KiB blocks, MiB/s):"
     body = tabulate(rows, headers=["cipher", "MiB/s", "AES-NI masked"], tablefmt="simple")
-    return f"{head}\n{body}\n{u.advice}\n"
+    return visible_lines(f"{head}\n{body}\n{u.advice}\n")
 
 
 def cleanup_document(report: Any) -> dict[str, Any]:

@@ -49,7 +49,16 @@ def _top_finding(status: Status) -> Finding | None:
 
 
 def row(r: HostResult) -> dict[str, str]:
-    s = r.status
+    """The cells of one host's table row, host text made visible and cut (bsdcrypt.render.text)."""
+    from bsdcrypt.render.text import FIELD_LIMIT, MESSAGE_LIMIT, visible
+
+    return {k: visible(v, MESSAGE_LIMIT if k == "finding" else FIELD_LIMIT) for k, v in _row(r).items()}
+
+
+def _row(r: HostResult) -> dict[str, str]:
+    from bsdcrypt.render.text import visible_status
+
+    s = visible_status(r.status)
     o, c, d, p = s.os, s.cpu, s.driver, s.persist
     top = _top_finding(s)
     if r.error is not None:
@@ -64,6 +73,8 @@ def row(r: HostResult) -> dict[str, str]:
         osname += f" ({o.variant})"
     soft = [g.name for g in s.geli if g.accelerated is False]
     persisted = "compiled in" if d.compiled_in else yesno(p.configured)
+    if p.configured is None and (p.source or "").endswith("(inferred)"):
+        persisted = "inferred (appliance)"  # the appliance-managed finding says why
     if p.needed is False and not d.compiled_in:
         persisted += " (not needed)"
     return {
@@ -107,7 +118,9 @@ def _table(run: FleetRun, clip: Callable[[str], str], failed: str, timing: str) 
         summary += f" ({run.failed} {failed})"
     summary += timing
     tot = tabulate([[v.upper(), totals[v]] for v in totals], headers=["verdict", "hosts"], tablefmt="simple")
-    return f"{out}\n\n{tot}\n\n{summary}\n"
+    from bsdcrypt.render.text import visible_lines
+
+    return visible_lines(f"{out}\n\n{tot}\n\n{summary}\n")
 
 
 def render_table(run: FleetRun) -> str:
@@ -149,11 +162,13 @@ def render_csv(run: FleetRun) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
     w.writeheader()
+    from bsdcrypt.render.text import MESSAGE_LIMIT, visible, visible_status
+
     for r in sort_results(run.results):
-        s = r.status
+        s = visible_status(r.status)  # host text: no control character in a cell, each cell bounded
         top = _top_finding(s)
         ok = r.error is None
-        w.writerow({
+        w.writerow({k: visible(v, MESSAGE_LIMIT) for k, v in {
             "host": s.host,
             "target": r.target,
             "os": s.os.name or "",
@@ -172,7 +187,7 @@ def render_csv(run: FleetRun) -> str:
             "error_kind": r.error_kind or "",
             "error": r.error or "",
             "elapsed_s": f"{r.elapsed:.3f}",
-        })
+        }.items()})
     return buf.getvalue()
 
 

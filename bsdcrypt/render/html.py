@@ -174,10 +174,12 @@ def _persist_text(s: Status) -> str:
     d, p = s.driver, s.persist
     if d.compiled_in:
         text = "compiled into the kernel"
-    elif p.source == "appliance setting":
-        text = "by the appliance's crypto setting (not visible to the probe)"
+    elif (p.source or "") == "appliance setting (inferred)":
+        text = "inferred: by the appliance's crypto setting (config.xml not readable)"
     else:
         text = _yesno(p.configured)
+        if (p.source or "").startswith("appliance setting ("):
+            text += f"  ({p.source})"
     if p.value is not None and p.source:
         text += f"  ({d.name}_load={p.value} at {p.source})"
     if p.needed is False and not d.compiled_in:

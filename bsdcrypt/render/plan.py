@@ -30,19 +30,27 @@ def plan_to_dict(plan: Plan) -> list[dict[str, Any]]:
 
 
 def render_plan(plan: Plan, host: str) -> str:
-    lines = [f"bsdcrypt plan for {host}:"]
+    """The plan as text. Host text in it (names, paths, loader.conf lines in the diff) goes through
+    bsdcrypt.render.text: control characters shown as escapes, each piece cut at a limit."""
+    from bsdcrypt.render.text import LINE_LIMIT, MESSAGE_LIMIT, visible, visible_lines
+
+    def v(text: str) -> str:
+        return visible(text, MESSAGE_LIMIT)
+
+    lines = [f"bsdcrypt plan for {v(host)}:"]
     for a in plan.actions:
         if isinstance(a, Note):
-            lines.append(f"  - {a.text}")
+            lines.append(f"  - {v(a.text)}")
         elif isinstance(a, Refuse) and not a.needs_root:
-            lines.append(f"  ! refused: {a.reason}.")
-            lines.append(f"    what to do: {a.advice}")
+            lines.append(f"  ! refused: {v(a.reason)}.")
+            lines.append(f"    what to do: {v(a.advice)}")
         elif isinstance(a, RunCommand):
-            lines.append(f"  $ {' '.join(a.argv)}    # {a.why}")
+            lines.append(f"  $ {v(' '.join(a.argv))}    # {v(a.why)}")
         elif isinstance(a, WriteFile):
-            lines.append(f"  > {a.edit.path}    # {a.why}")
+            lines.append(f"  > {v(a.edit.path)}    # {v(a.why)}")
     for a in plan.actions:
         if isinstance(a, Refuse) and a.needs_root:
-            lines.append(f"  ! not as this user: {a.reason}; {a.advice}.")
-    diffs = [w.edit.diff() for w in plan.writes]
+            lines.append(f"  ! not as this user: {v(a.reason)}; {v(a.advice)}.")
+    # The diff's own lines stay lines; anything else a loader.conf line holds (ESC, a lone CR) shows.
+    diffs = [visible_lines(w.edit.diff(), LINE_LIMIT) for w in plan.writes]
     return "\n".join(lines) + "\n" + ("\n" + "".join(diffs) if diffs else "")

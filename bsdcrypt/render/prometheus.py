@@ -161,7 +161,10 @@ FAMILIES: tuple[Family, ...] = (
 
 def _sample_line(name: str, labels: Labels, value: float) -> str:
     if labels:
-        inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels)
+        from bsdcrypt.render.text import visible
+
+        # host text: no control character reaches the file, no label value is longer than a field
+        inner = ",".join(f'{k}="{escape_label_value(visible(v))}"' for k, v in labels)
         return f"{name}{{{inner}}} {format_value(value)}"
     return f"{name} {format_value(value)}"
 

@@ -16,6 +16,10 @@ def _yesno(value: bool | None) -> str:
 def table(s: Status) -> str:
     from tabulate import tabulate
 
+    from bsdcrypt.render.text import LIST_LIMIT, visible_lines, visible_status
+
+    n_geli = len(s.geli)
+    s = visible_status(s)  # host text: control characters shown, each field cut (bsdcrypt.render.text)
     o, c, d, p = s.os, s.cpu, s.driver, s.persist
     osline = " ".join(x for x in (o.name, o.release, o.arch) if x) or "unknown"
     if o.variant not in ("freebsd", "unknown", None) and o.variant != (o.name or "").lower():
@@ -27,6 +31,8 @@ def table(s: Status) -> str:
     if c.vm:
         cpu += f"  VM: {c.hypervisor or 'yes'}"
     drv = f"{d.name or '-'}: {d.state}"
+    if d.state == "unknown" and d.reason:
+        drv += f"  ({d.reason})"
     if d.algorithms:
         drv += f"  <{','.join(d.algorithms)}>"
     if d.module_file and d.state != "builtin":
@@ -36,15 +42,20 @@ def table(s: Status) -> str:
     persist = "compiled in" if d.compiled_in else _yesno(p.configured)
     if p.value is not None and p.source:
         persist += f"  ({d.name}_load={p.value} at {p.source})"
-    elif p.source == "appliance setting":
+    elif (p.source or "").startswith("appliance setting"):
         product = o.product or VARIANT_NAMES.get(o.variant, o.variant)
-        persist = f"by the {product} crypto setting (not visible to the probe)"
+        if p.configured is None:
+            persist = f"inferred: by the {product} crypto setting (config.xml not readable)"
+        else:
+            persist += f"  (the {product} crypto setting: {(p.source or '').split('(', 1)[-1].rstrip(')')})"
     if p.blacklisted:
         persist += f"  (blacklisted: module_blacklist at {p.blacklisted})"
     elif p.uncertain and p.configured is None:
         persist += f"  ({p.uncertain})"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
+    if p.configured is None and p.reason and not d.compiled_in:
+        persist += f"  ({p.reason})"
     rows = [
         ["Host", s.host],
         ["OS", osline],
@@ -64,7 +75,9 @@ def table(s: Status) -> str:
     if s.findings:
         frows = [[f.severity, f.id, f"{f.message}\n-> {f.remedy}"] for f in s.findings]
         out += "\n\n" + tabulate(frows, headers=["severity", "finding", "message / remedy"], tablefmt="simple")
-    return out + "\n"
+    if n_geli > LIST_LIMIT:
+        out += f"\n({n_geli - LIST_LIMIT} more GELI providers not shown; -f json lists all {n_geli})"
+    return visible_lines(out + "\n")
 
 
 _CASES = {
@@ -102,7 +115,9 @@ def nagios(s: Status) -> str:
     unreachable host), the perfdata value is `U`.
     """
     from bsdcrypt.platform import FREEBSD_FAMILY  # GELI exists there only
+    from bsdcrypt.render.text import visible_status
 
+    s = visible_status(s)  # one line of bounded, printable text whatever the host sent
     label = {"ok": "OK", "warning": "WARNING", "critical": "CRITICAL", "unknown": "UNKNOWN"}[s.verdict]
     top = max(s.findings, key=lambda f: SEVERITY_RANK[f.severity], default=None)
     text = top.message if top else f"{s.driver.name} {s.driver.state}, kernel AES accelerated"

@@ -176,12 +176,19 @@ def read_config(path: str, user_config: bool = True) -> str:
     return "\n".join(_expand(path, user_config, [], 0)) + "\n"
 
 
+MAX_CONFIG_FILE = 1 << 20  # one ssh config file (each Include's too): real ones are a few KiB
+
+
 def _read_text(path: str, where: str, missing_ok: bool = False) -> str | None:
     """The text of a config file, every byte kept (surrogateescape); None if it does not exist and
     `missing_ok` (an Include's match: ssh skips ENOENT there)."""
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-            return fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_FILE + 1)
+        if len(data) > MAX_CONFIG_FILE:
+            raise SSHError("config", f"ssh config {path}{where} is larger than {MAX_CONFIG_FILE >> 20} MiB: "
+                           "not an ssh config bsdcrypt reads")
+        return data.decode("utf-8", errors="surrogateescape")
     except FileNotFoundError as exc:
         if missing_ok:
             return None

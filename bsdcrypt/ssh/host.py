@@ -14,7 +14,7 @@ from paramiko.common import DEFAULT_MAX_PACKET_SIZE, DEFAULT_WINDOW_SIZE
 from paramiko.packet import Packetizer
 
 from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hosts.spec import SpecError, split_spec
+from bsdcrypt.hosts.spec import SpecError, quote_value, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
@@ -88,7 +88,7 @@ class SSHHost:
         try:
             user, host, port = split_spec(spec)
         except SpecError as exc:
-            raise SSHError("config", f"bad host {spec!r}: {exc}") from exc
+            raise SSHError("config", f"bad host {quote_value(spec)}: {exc}") from exc
         if max_output is None:
             return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout)
         return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout, max_output=max_output)

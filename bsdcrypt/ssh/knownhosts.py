@@ -62,6 +62,9 @@ class _PatternEntry:
         return hit
 
 
+MAX_KNOWN_HOSTS = 64 << 20  # 64 MiB: ~100,000 hosts with a few keys each
+
+
 class KnownHosts:
     """The known_hosts files of a run, each parsed once; lookups are dict hits for plain names.
 
@@ -81,11 +84,16 @@ class KnownHosts:
                 return
             self._loaded.add(path)
             try:
-                text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")  # bytes kept
+                with open(path, "rb") as fh:
+                    data = fh.read(MAX_KNOWN_HOSTS + 1)
             except FileNotFoundError:
                 return
             except OSError as exc:
                 raise SSHError("config", f"cannot read known_hosts file {path}: {exc.strerror}") from exc
+            if len(data) > MAX_KNOWN_HOSTS:
+                raise SSHError("config", f"known_hosts file {path} is larger than {MAX_KNOWN_HOSTS >> 20} MiB: "
+                               "not a known_hosts file bsdcrypt reads")
+            text = data.decode("utf-8", errors="surrogateescape")  # every byte kept
             for number, line in enumerate(text.splitlines(), start=1):
                 self._add_line(line, f"{path}:{number}")
 

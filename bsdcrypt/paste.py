@@ -1,0 +1,250 @@
+"""A paste of command outputs, as people post them when they ask for help -> Evidence.
+
+Accepted: a bare `dmesg` / /var/run/dmesg.boot, and any concatenation of dmesg, `kldstat [-v]`,
+`uname -a`, `geli list`, `sysctl` lines, `kenv` lines and loader.conf files, in any order, with or
+without shell prompts (`root@host:~ # kldstat -v`, `$ uname -a`, `% geli list`). Each part becomes
+the probe step it stands for (docs/analyze.md lists which report field needs which), so `assess()`
+reads a paste exactly as it reads a probe; a step that was not pasted is absent, and absent is unknown.
+
+Without prompts the parts are told apart by their shape:
+  kldstat     the header "Id Refs Address Size Name" (sbin/kldstat/kldstat.c) and the lines after it
+  geli list   "Geom name: NAME" and its "Key: value" lines (sbin/geom/core/geom.c list_one_geom)
+  uname -a    "FreeBSD HOST RELEASE ..." (a host name between the system name and the release)
+  sysctl      "kern.x: value" lines with a dotted OID
+  kenv        name="value" lines among which smbios.* names
+  loader.conf unindented name=value / name="value" lines (loader.conf(5))
+  dmesg       everything else, when it holds kernel lines (banner, CPU:, device attach lines)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from bsdcrypt.parsers import clean_text
+from bsdcrypt.parsers.dmesg import parse_dmesg
+from bsdcrypt.parsers.version import parse_release
+from bsdcrypt.probe import Evidence, Step
+
+DMESG_STEP = "file:/var/run/dmesg.boot"
+DMESG_FILTERED = "dmesg_filtered"  # `dmesg | grep ...`: its lines are real, its gaps mean nothing
+LOADER_CONF = "/boot/loader.conf"
+
+# A shell prompt ending in # $ % or > and a space, then the command: "root@fw:~ # ", "[me@h ~]$ ",
+# "h% ", "$ ", "> ". The prompt may be absent when the line is exactly one of the known commands.
+_PROMPT = re.compile(r"^(?:[^\s#$%>]*(?:[ :][~/][^\s#$%>]*)?\]?\s?[#$%>]\s+)(?P<cmd>\S.*)$")
+_COMMANDS = re.compile(
+    r"^(?:sudo\s+|doas\s+)?(?P<prog>dmesg|kldstat|uname|geli|sysctl|kenv|freebsd-version|cat|grep|egrep|more|less"
+    r"|head|tail|sysrc|ls|ifconfig|pciconf|zpool|df|mount|swapinfo|top|openssl|pkg|service)\b(?P<args>.*)$"
+)
+_BARE_COMMAND = re.compile(
+    r"^(?:sudo\s+|doas\s+)?(?:dmesg(?: -a)?|cat /var/run/dmesg\.boot|kldstat(?: -v)?|uname -[a-zA-Z]+"
+    r"|geli list(?: \S+)?|kenv(?: -q)?(?: \S+)?|sysctl [a-z][\w.% -]*|cat /boot/loader\.conf(?:\.local|\.d/\S+)?)\s*$"
+)
+_FENCE = re.compile(r"^\s*(?:```|~~~)\S*\s*$")
+_KLD_HEADER = re.compile(r"^\s*Id\s+Refs\s+Address\s+Size\s+Name\s*$")
+_KLD_LINE = re.compile(
+    r"^\s*(?:\d+\s+\d+\s+0x[0-9a-fA-F]+\s+\S+\s+\S+.*|Contains modules:|Id\s+Name|\d+\s+\S+|Dependencies:|depends on .*"
+    r"|\(\S+\))\s*$"
+)
+_GELI_START = re.compile(r"^Geom name: \S")
+_GELI_LINE = re.compile(r"^\s*(?:\d+\.\s+)?[A-Za-z][A-Za-z0-9 _-]*:(?:\s.*)?$")
+_SYSCTL_LINE = re.compile(
+    r"^(?:kern|hw|dev|vm|net|security|hardening|machdep|vfs|debug|compat|user|p1003_1b)\.[\w.%-]+: ?"
+)
+_ASSIGN = re.compile(r'^[A-Za-z_][\w.\-\[\]]*\s*=\s*(?:"[^"]*"|[^\s"#]+)\s*(?:#.*)?$')
+_COMMENT = re.compile(r"^#")
+_SYSNAMES = ("FreeBSD", "HardenedBSD", "MidnightBSD")
+
+
+@dataclass
+class Paste:
+    """The parts found in a paste, by kind, before they become probe steps."""
+
+    dmesg: list[str] = field(default_factory=list)
+    dmesg_filtered: list[str] = field(default_factory=list)
+    kldstat: list[str] = field(default_factory=list)
+    kldstat_filtered: list[str] = field(default_factory=list)
+    uname: list[str] = field(default_factory=list)
+    geli: list[str] = field(default_factory=list)
+    sysctl: list[str] = field(default_factory=list)
+    kenv: list[str] = field(default_factory=list)
+    files: dict[str, list[str]] = field(default_factory=dict)  # loader.conf path -> lines
+
+    def kinds(self) -> list[str]:
+        named = [("dmesg", self.dmesg), ("dmesg (filtered)", self.dmesg_filtered), ("kldstat", self.kldstat),
+                 ("kldstat (filtered)", self.kldstat_filtered),
+                 ("uname -a", self.uname), ("geli list", self.geli), ("sysctl", self.sysctl), ("kenv", self.kenv)]
+        return [n for n, lines in named if lines] + sorted(self.files)
+
+
+def _command_kind(cmd: str) -> tuple[str, str | None] | None:
+    """(kind, loader file path) for a prompted command line; None for a command bsdcrypt does not read."""
+    m = _COMMANDS.match(cmd.strip())
+    if not m:
+        return None
+    prog, args = m.group("prog"), m.group("args")
+    filtered = "|" in args or prog in ("grep", "egrep", "head", "tail")
+    if "dmesg" in prog or "dmesg" in args:
+        return ("dmesg_filtered" if filtered else "dmesg"), None
+    if prog == "kldstat":
+        if not set(args.split("|", 1)[0].split()) <= {"-v", "-d", "-h", "-vd", "-dv"}:
+            return None  # kldstat -m NAME / -n FILE: one module's answer, not the list
+        return ("kldstat_filtered" if filtered else "kldstat"), None
+    if filtered:
+        return None
+    if prog == "uname":
+        return "uname", None
+    if prog == "geli" and args.split()[:1] == ["list"]:
+        return "geli", None
+    if prog == "sysctl":
+        return "sysctl", None
+    if prog == "kenv":
+        return "kenv", None
+    if prog in ("cat", "more", "less"):
+        path = next((a for a in args.split() if "/boot/loader.conf" in a), None)
+        if path is not None:
+            return "file", path
+    return None
+
+
+def _is_uname(line: str) -> bool:
+    words = line.split()
+    return (
+        len(words) >= 3 and words[0] in _SYSNAMES and parse_release(words[1]) is None
+        and parse_release(words[2]) is not None
+    )
+
+
+def _split_unprompted(lines: list[str], paste: Paste) -> None:
+    """Assign lines of a part without a prompt to kinds by their shape."""
+    i = 0
+    assigns: list[str] = []
+    pending: list[str] = []
+
+    def flush_assigns() -> None:
+        if not assigns:
+            return
+        if any(a.startswith("smbios.") for a in assigns):
+            paste.kenv.extend(assigns)
+        elif any(_ASSIGN.match(a) for a in assigns):
+            paste.files.setdefault(LOADER_CONF, []).extend(assigns)
+        assigns.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        if _KLD_HEADER.match(line):
+            flush_assigns()
+            j = i + 1
+            while j < len(lines) and lines[j].strip() and _KLD_LINE.match(lines[j]):
+                j += 1
+            paste.kldstat.extend(lines[i:j])
+            i = j
+            continue
+        if _GELI_START.match(line):
+            flush_assigns()
+            j = i + 1
+            while j < len(lines):
+                if not lines[j].strip():
+                    nxt = next((x for x in lines[j + 1:] if x.strip()), "")
+                    if not _GELI_START.match(nxt):
+                        break
+                elif not _GELI_LINE.match(lines[j]):
+                    break
+                j += 1
+            paste.geli.extend(lines[i:j] + [""])
+            i = j
+            continue
+        if _COMMENT.match(line) and not assigns:
+            pending.append(line)  # a comment heading a loader.conf belongs to it (line numbers)
+            i += 1
+            continue
+        if _ASSIGN.match(line):
+            assigns.extend(pending)
+        else:
+            paste.dmesg.extend(pending)
+        pending.clear()
+        if _is_uname(line.strip()):
+            flush_assigns()
+            paste.uname.append(line.strip())
+        elif _SYSCTL_LINE.match(line):
+            flush_assigns()
+            paste.sysctl.append(line)
+        elif _ASSIGN.match(line) or (assigns and (_COMMENT.match(line) or not line.strip())):
+            assigns.append(line)
+        else:
+            flush_assigns()
+            paste.dmesg.append(line)
+        i += 1
+    paste.dmesg.extend(pending)
+    flush_assigns()
+
+
+def split(text: str) -> Paste:
+    """Sort the paste's lines into parts. Never raises."""
+    paste = Paste()
+    lines = [ln.rstrip() for ln in clean_text(text.replace("\r\n", "\n")).split("\n") if not _FENCE.match(ln)]
+    current: tuple[str, str | None] | None = None  # the kind of the prompted command being read
+    unprompted: list[str] = []
+    for line in lines:
+        m = _PROMPT.match(line)
+        cmd = m.group("cmd") if m else (line.strip() if _BARE_COMMAND.match(line.strip()) else None)
+        if m is not None and line[:1] in "#$%>" and _command_kind(m.group("cmd")) is None:
+            cmd = None  # a bare "# ..." is a comment unless it runs a command bsdcrypt reads
+        if cmd is not None and (m is None or _COMMANDS.match(cmd.strip())):
+            _split_unprompted(unprompted, paste)
+            unprompted = []
+            current = _command_kind(cmd) or ("other", None)
+            continue
+        if current is None:
+            unprompted.append(line)
+            continue
+        kind, path = current
+        if kind == "dmesg":
+            paste.dmesg.append(line)
+        elif kind == "dmesg_filtered":
+            paste.dmesg_filtered.append(line)
+        elif kind == "file" and path is not None:
+            paste.files.setdefault(path, []).append(line)
+        elif kind in ("kldstat", "kldstat_filtered", "uname", "geli", "sysctl", "kenv"):
+            getattr(paste, kind).append(line)
+    _split_unprompted(unprompted, paste)
+    return paste
+
+
+def _text(lines: list[str]) -> bytes:
+    return ("\n".join(lines).strip("\n") + "\n").encode("utf-8", "surrogateescape")
+
+
+def _kernel_output(lines: list[str]) -> bool:
+    d = parse_dmesg("\n".join(lines))
+    return bool(d.banner or d.cpu.model or d.drivers or d.cpu.features2 or d.cpu.isa0 or d.geli)
+
+
+def evidence_from_paste(text: str) -> Evidence | None:
+    """The probe steps the paste shows; None when it shows none of dmesg, kldstat, uname -a or geli list."""
+    p = split(text)
+    steps: dict[str, Step] = {}
+    if p.dmesg and _kernel_output(p.dmesg):
+        steps[DMESG_STEP] = Step(0, _text(p.dmesg))
+    if p.dmesg_filtered and _kernel_output(p.dmesg_filtered):
+        steps[DMESG_FILTERED] = Step(0, _text(p.dmesg_filtered))
+    if p.kldstat:
+        steps["kldstat_v"] = Step(0, _text(p.kldstat))
+    elif p.kldstat_filtered:
+        steps["kldstat_filtered"] = Step(0, _text(p.kldstat_filtered))
+    unames = [u for u in p.uname if _is_uname(u.strip())]
+    if unames:
+        steps["uname_a"] = Step(0, _text(unames[-1:]))
+        steps["uname_s"] = Step(0, _text([unames[-1].split()[0]]))
+    if p.geli and any(_GELI_START.match(g) for g in p.geli):
+        steps["geli_list"] = Step(0, _text(p.geli))
+    if not steps:
+        return None  # loader.conf, sysctl or kenv lines alone do not make a host
+    if p.sysctl:
+        steps["sysctl"] = Step(0, _text(p.sysctl))
+    if p.kenv:
+        steps["kenv_smbios"] = Step(0, _text(p.kenv))
+    for path, lines in p.files.items():
+        steps["file:" + path] = Step(0, _text(lines))
+    return Evidence(steps, origin="paste")
