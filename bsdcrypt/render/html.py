@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bsdcrypt import __version__
 from bsdcrypt.advice import VARIANT_NAMES
 from bsdcrypt.render import svg
+from bsdcrypt.render.text import visible as text_visible
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -43,36 +44,12 @@ DRIVER_STATES = ("builtin", "loaded", "not-loaded", "no-device", "missing", "unk
 FIELD_LIMIT = 1024  # characters of one host-supplied value the page shows; the rest is named, not shown
 
 
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
 def visible(value: object, limit: int = FIELD_LIMIT) -> str:
-    """Host text as plain visible characters, line by line: every character str.isprintable()
-    rejects (ESC and the other controls, DEL, C1, bidi overrides and isolates, lone surrogates) is
-    spelled out (\\x1b, \\u202e); a line longer than `limit` is cut with a marker saying how much
-    was left out. The same rule as the text renderers' (issue 11); Jinja2 then escapes the markup."""
+    """Host text as plain visible characters, line by line, by the text renderers' one rule
+    (render/text.visible: non-printable characters spelled out, a line longer than `limit` cut with
+    a marker); Jinja2 then escapes the markup."""
     text = "" if value is None else str(value)
-    if text.isprintable() and len(text) <= limit:
-        return text
-    return "\n".join(_visible_line(line, limit) for line in text.split("\n"))
-
-
-def _visible_line(line: str, limit: int) -> str:
-    out: list[str] = []
-    shown = 0
-    for i, ch in enumerate(line):
-        piece = ch if ch.isprintable() else _escape(ch)
-        if shown + len(piece) > limit:
-            return "".join(out) + f"…[{len(line) - i} more characters]"
-        out.append(piece)
-        shown += len(piece)
-    return "".join(out)
+    return "\n".join(text_visible(line, limit) for line in text.split("\n"))
 
 
 # ---------------------------------------------------------------------------- template machinery
