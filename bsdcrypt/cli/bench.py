@@ -20,6 +20,7 @@ from bsdcrypt.bench import (
     Speedup,
 )
 from bsdcrypt.bench.model import NO_BEFORE_COMPILED_IN, NO_BEFORE_LOADED, compare, userland_record
+from bsdcrypt.cli.completion import complete_bench_format
 from bsdcrypt.hosts.base import Host
 from bsdcrypt.render.bench import (
     cleanup_document,
@@ -298,19 +299,6 @@ class EnableBench:
             typer.echo(json.dumps({**doc, "bench": self.to_dict()}, indent=2))
 
 
-BENCH_FORMATS_HELP = {
-    "table": "aligned text and bars (the default)",
-    "json": "the bench record (docs/bench.md)",
-    "yaml": "the same as YAML",
-    "prometheus": "node_exporter textfile collector",
-    "html": "one self-contained page charting the run(s)",
-}
-
-
-def _complete_format(incomplete: str) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in BENCH_FORMATS_HELP.items() if k.startswith(incomplete)]
-
-
 def _host_help() -> str:
     from bsdcrypt.cli.options import literal_help
 
@@ -399,7 +387,7 @@ def register(app: typer.Typer) -> None:
                 "--format",
                 "-f",
                 help="table, json, yaml, prometheus (textfile collector) or html (one page).",
-                autocompletion=_complete_format,
+                autocompletion=complete_bench_format,
             ),
         ] = "table",
         output: Annotated[

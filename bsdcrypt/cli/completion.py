@@ -62,12 +62,29 @@ FLEET_FORMATS_HELP = {
 }
 
 
+BENCH_FORMATS_HELP = {
+    "table": "aligned text and bars (the default)",
+    "json": "the bench record (docs/bench.md)",
+    "yaml": "the same as YAML",
+    "prometheus": "node_exporter textfile collector",
+    "html": "one self-contained page charting the run(s)",
+}
+
+
+def _matching(table: dict[str, str], incomplete: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in table.items() if k.startswith(incomplete)]
+
+
 def complete_format(incomplete: str) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in STATUS_FORMATS_HELP.items() if k.startswith(incomplete)]
+    return _matching(STATUS_FORMATS_HELP, incomplete)
 
 
 def complete_fleet_format(incomplete: str) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in FLEET_FORMATS_HELP.items() if k.startswith(incomplete)]
+    return _matching(FLEET_FORMATS_HELP, incomplete)
+
+
+def complete_bench_format(incomplete: str) -> list[tuple[str, str]]:
+    return _matching(BENCH_FORMATS_HELP, incomplete)
 
 
 # typer's bash script plus: no space after a value that is not finished (`replay:`, a directory).
