@@ -29,14 +29,14 @@ from typing import Any
 
 from bsdcrypt.assess import assess
 from bsdcrypt.errors import BsdcryptError, CutOff, ProbeError, collect_remedy
-from bsdcrypt.probe import MODULE_FILES, Evidence, parse_output
+from bsdcrypt.probe import MODULE_FILES, Evidence, StepName, exists_step, parse_output
 from bsdcrypt.status import Finding, Status
 
 STANDALONE_TOKEN = "@@bsdcrypt-standalone"
 _FRAME = re.compile(rb"^(@@bsdcrypt-[A-Za-z0-9_.:-]+) begin (\S+)\r?$", re.M)
 _RECORDING = re.compile(rb"^bsdcrypt_recording:", re.M)
 _TREE_KEYS = frozenset({"stdout", "unreachable", "failed", "skipped", "rc"})
-LAST_STEP = "exists:" + MODULE_FILES[-1]  # the probe's final step: without it, the output was cut off
+LAST_STEP = exists_step(MODULE_FILES[-1])  # the probe's final step: without it, the output was cut off
 
 @dataclass
 class Collected:
@@ -77,12 +77,12 @@ def parse_probe_output(data: bytes, token: str | None = None) -> Evidence:
 
 def host_name(evidence: Evidence, fallback: str) -> str:
     """The host's own name: kern.hostname, else uname -a's second field, else the fallback."""
-    for line in (evidence.text("sysctl") or "").splitlines():
+    for line in (evidence.text(StepName.SYSCTL) or "").splitlines():
         if line.startswith("kern.hostname:"):
             name = line.split(":", 1)[1].strip()
             if name:
                 return name
-    fields = (evidence.text("uname_a") or "").split()
+    fields = (evidence.text(StepName.UNAME_A) or "").split()
     if len(fields) >= 2:
         return fields[1]
     return fallback

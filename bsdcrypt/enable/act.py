@@ -17,7 +17,7 @@ from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.hosts.base import Host, RunResult, sh_quote
 from bsdcrypt.interrupts import Interrupted, signals_deferred, signame_of, sigterm_raises
 from bsdcrypt.loaderconf import FileEdit, effective
-from bsdcrypt.probe import CONF_DIR_GLOBS, FRAME_FUNCTION, MAX_NAMED_BYTES, new_token, parse_output
+from bsdcrypt.probe import CONF_DIR_GLOBS, FRAME_FUNCTION, MAX_NAMED_BYTES, File, new_token, parse_output
 
 KLD_EEXIST = "module already loaded or in kernel"
 KLD_ENOEXEC = "Please check dmesg(8) for more details"
@@ -333,7 +333,7 @@ def _kernel_arch(header: str | None, where: str) -> tuple[str | None, str | None
 
 # The files that tell a product (appliance) built on FreeBSD, as the probe reads them on a running host
 # (bsdcrypt.probe.FILES, the opnsense-version step): here read under DIR.
-_PRODUCT_FILES = ("/etc/platform", "/etc/version", "/etc/pfsense-release")
+_PRODUCT_FILES = (File.PLATFORM, File.VERSION, File.PFSENSE_RELEASE)
 # opnsense-version(8) reads product_name/product_version/... from this JSON file (core since 21.x,
 # opnsense before); the line it prints is what parse_product understands.
 _OPNSENSE_VERSION_FILES = ("/usr/local/opnsense/version/core", "/usr/local/opnsense/version/opnsense")
@@ -407,7 +407,7 @@ def read_root_system(host: Host, root: str) -> RootSystem:
         (line for f in _OPNSENSE_VERSION_FILES if (t := text(f)) and (line := _opnsense_version_line(t))), None
     )
     product = parse_product(
-        text("/etc/platform"), text("/etc/version"), opnsense, None, text("/etc/pfsense-release")
+        text(File.PLATFORM), text(File.VERSION), opnsense, None, text(File.PFSENSE_RELEASE)
     )
     return RootSystem(release, arch, product.variant if product else None, not_freebsd)
 
