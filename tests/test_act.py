@@ -14,8 +14,10 @@ from freebsd_tree import add_kernel
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from bsdcrypt.enable.act import ActError, kldload, perform, posix_cksum, read_loader_files, safe_write, verify
+from bsdcrypt.enable.act import kldload, perform, posix_cksum, safe_write, verify
 from bsdcrypt.enable.plan import PlanInput, plan_disable, plan_enable
+from bsdcrypt.enable.remote import read_loader_files
+from bsdcrypt.errors import ActError
 from bsdcrypt.hosts.base import RunResult
 from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import EditError, FileEdit, effective, is_yes, restore, set_yes
@@ -390,7 +392,7 @@ def test_root_appliance_is_told_by_its_own_files(root: Path, files: dict[str, st
     from typer.testing import CliRunner
 
     from bsdcrypt.cli import _register_commands, app
-    from bsdcrypt.enable.act import read_root_system
+    from bsdcrypt.enable.remote import read_root_system
 
     (root / "bin").mkdir()
     (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.2-RELEASE-p14"\n')
@@ -415,7 +417,7 @@ def test_read_root_system_without_version_files(root: Path) -> None:
 
 
 def read_root_system_of(root: Path) -> tuple[str | None, str | None, str | None]:
-    from bsdcrypt.enable.act import read_root_system
+    from bsdcrypt.enable.remote import read_root_system
 
     s = read_root_system(LocalHost(), str(root))
     return s.release, s.arch, s.variant
@@ -941,7 +943,7 @@ def test_property_two_names_of_one_file_round_trip_or_are_refused(
 ) -> None:
     """loader.conf.local (and/or a loader.conf.d file) a link to loader.conf: enable then disable gives the
     original back, with one write per real file, or enable is refused."""
-    from bsdcrypt.enable.act import merge_same_files
+    from bsdcrypt.enable.plan import merge_same_files
 
     conf, local, confd = "/r/boot/loader.conf", "/r/boot/loader.conf.local", "/r/boot/loader.conf.d/x.conf"
     data = b"\n".join(lines) + b"\n"
@@ -965,7 +967,8 @@ def test_a_link_between_loader_files_is_written_once_and_round_trips_on_disk(roo
     conf = root / "boot" / "loader.conf"
     write(conf, b'zfs_load="YES"\naesni_load="NO"\n')
     (root / "boot" / "loader.conf.local").symlink_to("loader.conf")
-    from bsdcrypt.enable.act import merge_same_files, real_paths
+    from bsdcrypt.enable.plan import merge_same_files
+    from bsdcrypt.enable.remote import real_paths
 
     host = LocalHost()
     inp = PlanInput(driver="aesni", state="loaded", attached=True, accelerates_aes=True, is_root=True)
@@ -981,8 +984,7 @@ def test_a_link_between_loader_files_is_written_once_and_round_trips_on_disk(roo
 
 
 def test_two_names_of_one_file_that_cannot_hold_are_refused() -> None:
-    from bsdcrypt.enable.act import merge_same_files
-    from bsdcrypt.enable.plan import Plan, WriteFile
+    from bsdcrypt.enable.plan import Plan, WriteFile, merge_same_files
 
     conf, local, confd = "/r/boot/loader.conf", "/r/boot/loader.conf.local", "/r/boot/loader.conf.d/x.conf"
     yes = b'aesni_load="YES"\n'

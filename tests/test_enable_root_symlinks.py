@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bsdcrypt.enable.act import ActError, check_writable, read_loader_files, read_root_system, safe_write, undo_write
+from bsdcrypt.enable.act import check_writable, safe_write, undo_write
+from bsdcrypt.enable.remote import read_loader_files, read_root_system
+from bsdcrypt.errors import ActError
 from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import set_yes
 

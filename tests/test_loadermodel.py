@@ -360,7 +360,7 @@ def _tree(root: Path) -> None:
 
 
 def test_root_reader_follows_what_the_loader_reads(tmp_path: Path) -> None:
-    from bsdcrypt.enable.act import read_loader_files
+    from bsdcrypt.enable.remote import read_loader_files
 
     _tree(tmp_path)
     r = str(tmp_path)
@@ -374,7 +374,8 @@ def test_root_reader_follows_what_the_loader_reads(tmp_path: Path) -> None:
 
 
 def test_root_reader_never_leaves_the_root(tmp_path: Path) -> None:
-    from bsdcrypt.enable.act import ActError, read_loader_files
+    from bsdcrypt.enable.remote import read_loader_files
+    from bsdcrypt.errors import ActError
 
     _tree(tmp_path)
     (tmp_path / "etc" / "site.conf").unlink()
@@ -411,7 +412,7 @@ def test_a_named_fifo_or_device_is_never_read(tmp_path: Path) -> None:
     import os
     import subprocess
 
-    from bsdcrypt.enable.act import read_loader_files
+    from bsdcrypt.enable.remote import read_loader_files
     from bsdcrypt.probe import build_script, parse_output
 
     r = str(tmp_path)
