@@ -51,13 +51,13 @@ class Hooks(Protocol):
 
 
 class BenchHooks(Protocol):
-    """--bench: GELI-on-md measurements around the change (the CLI's EnableBench)."""
+    """--bench: GELI-on-md measurements around the change (bsdcrypt.enable.bench.EnableBench)."""
 
     def measure(self, host: Host, status: Status, phase: str, *, state: str) -> object: ...
 
-    def report(self, no_before: str | None) -> None: ...
+    def finish(self, why_no_before: str) -> None: ...
 
-    def no_before_reason(self, status: Status, *, loads_driver: bool, changes: bool) -> str | None: ...
+    def no_before_reason(self, status: Status, *, loads_driver: bool, changes: bool) -> str: ...
 
     def done(self, loads_driver: bool, persisted: bool) -> str: ...
 
@@ -202,7 +202,7 @@ def run(
         if bench is not None:
             # Compiled in, already loaded, or nothing to load: no "before"; report the absolute figure.
             bench.measure(host, status, "as it is", state="nothing was changed")
-            bench.report(bench.no_before_reason(status, loads_driver=False, changes=False))
+            bench.finish(bench.no_before_reason(status, loads_driver=False, changes=False))
         return EXIT_DONE
     if req.dry_run:
         hooks.note("dry run: nothing changed." + (" (--bench would measure before and after)" if req.bench else ""))
@@ -218,5 +218,5 @@ def run(
     if bench is not None:
         after = assess(gather(host), host.name, host.spec)
         bench.measure(host, after, "after", state=bench.done(loads_driver, bool(plan.writes)))
-        bench.report(bench.no_before_reason(status, loads_driver=loads_driver, changes=True))
+        bench.finish(bench.no_before_reason(status, loads_driver=loads_driver, changes=True))
     return EXIT_DONE
