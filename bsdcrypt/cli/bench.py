@@ -14,10 +14,10 @@ from bsdcrypt.bench import (
     BenchParams,
     HostFacts,
 )
+from bsdcrypt.bench import facts as host_facts
 from bsdcrypt.bench.model import userland_record
 from bsdcrypt.bench.records import default_results_dir, save_json, save_record
 from bsdcrypt.cli.completion import complete_bench_format
-from bsdcrypt.hosts.base import Host
 from bsdcrypt.render.bench import (
     cleanup_document,
     compare_document,
@@ -37,55 +37,6 @@ def _now() -> str:
     from datetime import UTC, datetime
 
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _status_for(host: Host) -> Any:
-    """The status assessment (one read-only probe); None if the probe fails."""
-    from bsdcrypt.assess import assess
-    from bsdcrypt.errors import BsdcryptError
-    from bsdcrypt.probe import gather
-
-    try:
-        return assess(gather(host), host.name, host.spec)
-    except BsdcryptError:  # the bench still runs with its own sysctl facts
-        return None
-
-
-class NotFreeBSD(BenchError):
-    """The probe showed a system without GELI and md(4); `facts` are what it showed."""
-
-    def __init__(self, why: str, facts: HostFacts) -> None:
-        super().__init__("preflight: system", why)
-        self.why = why
-        self.facts = facts
-
-
-def _facts_for(host: Host) -> HostFacts | None:
-    """Host facts from the status assessment; None if the probe fails. NotFreeBSD when the probe
-    shows a system other than FreeBSD's family (the GELI bench cannot run there; --userland can)."""
-    status = _status_for(host)
-    if status is None:
-        return None
-    facts = HostFacts.from_status(status)
-    why = not_freebsd(status)
-    if why:
-        raise NotFreeBSD(why, facts)
-    return facts
-
-
-def not_freebsd(status: Any) -> str | None:
-    """Why a host cannot run the GELI bench, when its probe shows a system other than FreeBSD's family
-    (GELI and md(4) are FreeBSD's); None when it is one, or when the probe did not say."""
-    from bsdcrypt.platform import APPLIANCES, FREEBSD_FAMILY
-
-    name = getattr(getattr(status, "os", None), "name", None)
-    variant = getattr(getattr(status, "os", None), "variant", None)
-    if name is None or name in FREEBSD_FAMILY or variant in (*APPLIANCES, "hardenedbsd"):
-        return None
-    return (
-        f"{status.host} runs {name}, not FreeBSD: the bench measures GELI on an md(4) device, which only "
-        "FreeBSD-family systems have (bench --userland measures OpenSSL anywhere)"
-    )
 
 
 # --------------------------------------------------------------------------- bench --compare
@@ -273,8 +224,8 @@ def register(app: typer.Typer) -> None:
             if userland:
                 # Userland only: openssl speed needs neither root nor fio nor an md device.
                 try:
-                    facts = _facts_for(h)
-                except NotFreeBSD as exc:  # openssl speed runs anywhere
+                    facts = host_facts.facts_for(h)
+                except host_facts.NotFreeBSD as exc:  # openssl speed runs anywhere
                     facts = exc.facts
                 x86 = facts is None or facts.arch in (None, "amd64", "i386", "x86_64")
                 started = _now()
@@ -319,8 +270,8 @@ def register(app: typer.Typer) -> None:
                 ceiling=ceiling,
             )
             try:
-                facts = _facts_for(h)
-            except NotFreeBSD as exc:
+                facts = host_facts.facts_for(h)
+            except host_facts.NotFreeBSD as exc:
                 fail(exc.why)
             result = engine.measure(h, params, facts, progress)
         except BenchInterrupted as exc:
