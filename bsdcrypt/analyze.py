@@ -88,7 +88,7 @@ def host_name(evidence: Evidence, fallback: str) -> str:
     return fallback
 
 
-def _from_bytes(data: bytes, target: str, origin: str, source: str, token: str | None) -> Collected:
+def from_bytes(data: bytes, target: str, origin: str, source: str, token: str | None) -> Collected:
     try:
         return Collected(target, origin, source, parse_probe_output(data, token))
     except ProbeError as exc:  # cut-off or garbage
@@ -116,7 +116,7 @@ def _ansible(doc: dict[str, Any], path: str, token: str | None) -> list[Collecte
         origin, source = f"{path}#{host}", f"ansible:{path}"
         stdout = result.get("stdout")
         if isinstance(stdout, str) and _FRAME.search(_strip_pty(stdout.encode("utf-8", "replace"))):
-            got = _from_bytes(stdout.encode("utf-8", "replace"), host, origin, source, token)
+            got = from_bytes(stdout.encode("utf-8", "replace"), host, origin, source, token)
             rc = result.get("rc")
             if got.evidence is not None and isinstance(rc, int) and rc != 0:
                 got = Collected(host, origin, source, error_kind="cut-off",
@@ -166,7 +166,7 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
             return garbage("JSON neither from Ansible's json callback nor from ansible --tree", unrecognised=True)
         return _ansible(doc, path, token) or garbage("the Ansible output has no host results")
     if _FRAME.search(_strip_pty(data)) or token:
-        return [_from_bytes(data, path, path, f"file:{path}", token)]
+        return [from_bytes(data, path, path, f"file:{path}", token)]
     if _RECORDING.search(data):  # the key may follow long `# source:` headers
         from bsdcrypt.recording import load_text
 

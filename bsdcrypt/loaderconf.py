@@ -337,7 +337,7 @@ def set_yes(
         if current[path] != original[path] or path in created
     ]
     for e in edits:
-        _verify_no_new_malformed(e)
+        verify_no_new_malformed(e)
     return edits
 
 
@@ -416,7 +416,7 @@ def restore(files: Sequence[tuple[str, bytes]], name: str = "aesni_load") -> lis
         if new != data:
             edits.append(FileEdit(path, data, new))
     for e in edits:
-        _verify_no_new_malformed(e)
+        verify_no_new_malformed(e)
     return edits
 
 
@@ -427,7 +427,7 @@ def _line_key(text: bytes) -> bytes:
     return text.rstrip(b" \t\v\f\r")
 
 
-def _verify_no_new_malformed(edit: FileEdit) -> None:
+def verify_no_new_malformed(edit: FileEdit) -> None:
     """Never write a line the loader could fail to parse: no line may become malformed. A line that
     was malformed already and that the edit leaves as it was (see `_line_key`) is not the edit's: it
     is warned about (plan), never a reason to refuse."""

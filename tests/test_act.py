@@ -278,7 +278,7 @@ def test_root_decides_from_the_release_of_the_system_at_root(root: Path, version
     do (exit 0, like a running kernel with it compiled in), and --force writes the line anyway."""
     from typer.testing import CliRunner
 
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
     if version:
         (root / "bin").mkdir()
@@ -287,7 +287,7 @@ def test_root_decides_from_the_release_of_the_system_at_root(root: Path, version
     else:
         add_kernel(root)  # no userland to tell the release, but a FreeBSD kernel: release unknown
     write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
-    _register_commands()
+    register_commands()
     r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
     assert r.exit_code == 0, r.output
     written = (root / "boot" / "loader.conf").read_bytes()
@@ -303,13 +303,13 @@ def test_root_decides_from_the_release_of_the_system_at_root(root: Path, version
 def test_root_before_13_writes_loader_conf_not_loader_conf_d(root: Path) -> None:
     from typer.testing import CliRunner
 
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
     (root / "bin").mkdir()
     (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.4-RELEASE-p9"\n')
     write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
     write(root / "boot" / "loader.conf.d" / "aesni.conf", b'aesni_load="YES"\n')  # 12.x never reads it
-    _register_commands()
+    register_commands()
     r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
     assert r.exit_code == 0, r.output
     assert (root / "boot" / "loader.conf").read_bytes().endswith(b'aesni_load="YES" # bsdcrypt enable: added\n')
@@ -319,9 +319,9 @@ def test_root_before_13_writes_loader_conf_not_loader_conf_d(root: Path) -> None
 def test_root_hardenedbsd_image_needs_no_line_and_a_link_loop_is_an_error(root: Path) -> None:
     from typer.testing import CliRunner
 
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
-    _register_commands()
+    register_commands()
     (root / "bin").mkdir()
     (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.1-STABLE-HBSD"\n')
     write(root / "boot" / "loader.conf", b"")
@@ -338,9 +338,9 @@ def test_root_hardenedbsd_image_needs_no_line_and_a_link_loop_is_an_error(root: 
 def test_enable_refuses_a_huge_loader_conf(root: Path) -> None:
     from typer.testing import CliRunner
 
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
-    _register_commands()
+    register_commands()
     write(root / "boot" / "loader.conf", b"# x\n" * 300_000)
     r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
     assert r.exit_code == 3 and "limit 1 MiB" in r.output
@@ -350,9 +350,9 @@ def test_root_takes_the_driver_from_the_image_kernel(root: Path) -> None:
     """An arm64 image edited on an amd64 machine gets armv8crypto_load (ELF e_machine 0xb7)."""
     from typer.testing import CliRunner
 
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
-    _register_commands()
+    register_commands()
     (root / "bin").mkdir()
     (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.4-RELEASE"\n')
     (root / "boot" / "kernel").mkdir()
@@ -391,7 +391,7 @@ def test_root_appliance_is_told_by_its_own_files(root: Path, files: dict[str, st
     """An appliance image under --root is refused with its own setting, like a running appliance."""
     from typer.testing import CliRunner
 
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
     from bsdcrypt.enable.remote import read_root_system
 
     (root / "bin").mkdir()
@@ -402,7 +402,7 @@ def test_root_appliance_is_told_by_its_own_files(root: Path, files: dict[str, st
     write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
     system = read_root_system(LocalHost(), str(root))
     assert (system.release, system.variant) == ("12.2-RELEASE-p14", variant)
-    _register_commands()
+    register_commands()
     r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--force", "--root", str(root)])
     if variant is None:
         assert r.exit_code == 0, r.output

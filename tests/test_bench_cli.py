@@ -12,7 +12,7 @@ from test_bench import LABEL, Md, ScriptedHost
 from typer.testing import CliRunner
 
 from bsdcrypt import bench
-from bsdcrypt.cli import _register_commands, app
+from bsdcrypt.cli import app, register_commands
 
 runner = CliRunner()
 
@@ -25,7 +25,7 @@ def host(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)  # where cleanup reads it
     names = {c.name or getattr(c.callback, "__name__", None) for c in app.registered_commands}
     if "bench" not in names:
-        _register_commands()
+        register_commands()
     return h
 
 

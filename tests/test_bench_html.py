@@ -43,9 +43,9 @@ def published_pair(folder: Path) -> list[Path]:
 
 
 def _app() -> object:
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
-    _register_commands()
+    register_commands()
     return app
 
 

@@ -69,9 +69,9 @@ def host(monkeypatch: pytest.MonkeyPatch) -> FreeBSDHost:
 
 
 def _app() -> object:
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
-    _register_commands()
+    register_commands()
     return app
 
 

@@ -198,12 +198,12 @@ def test_crlf_file_ending_in_a_bare_cr_is_edited_not_refused() -> None:
 
 
 def test_a_new_malformed_line_is_still_refused() -> None:
-    from bsdcrypt.loaderconf import FileEdit, _verify_no_new_malformed
+    from bsdcrypt.loaderconf import FileEdit, verify_no_new_malformed
 
     with pytest.raises(EditError, match="line 3 would be malformed"):
-        _verify_no_new_malformed(FileEdit(CONF, b"a=1\r\njunk\r", b"a=1\r\njunk\r\nmore junk\r\n"))
+        verify_no_new_malformed(FileEdit(CONF, b"a=1\r\njunk\r", b"a=1\r\njunk\r\nmore junk\r\n"))
     with pytest.raises(EditError):  # the same malformed text once more is new too
-        _verify_no_new_malformed(FileEdit(CONF, b"junk\n", b"junk\njunk\n"))
+        verify_no_new_malformed(FileEdit(CONF, b"junk\n", b"junk\njunk\n"))
 
 
 def test_forth_crlf_loader_conf_cannot_be_made_effective() -> None:

@@ -156,14 +156,14 @@ def test_probe_terminated_mid_way_still_gives_the_finished_steps(monkeypatch: py
 def test_probe_killed_outright_reads_as_cut_off_not_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL takes dd's buffer with it; the first step was written on its own, so the output still has a
     complete frame and reads as cut off (analyze's `cut-off` row), never as `garbage`."""
-    from bsdcrypt.analyze import _from_bytes
+    from bsdcrypt.analyze import from_bytes
 
     token = "@@bsdcrypt-0123456789abcdef"
     _with_step(monkeypatch, "kldstat_v", "killed", "kill -KILL 0")
     writes, rc = _run_counting_writes(build_script(token))
     assert rc == -9
     assert list(parse_output(b"".join(writes), token).steps) == ["uname_s"]
-    got = _from_bytes(b"".join(writes), "host", "file", "file:probe.out", token)
+    got = from_bytes(b"".join(writes), "host", "file", "file:probe.out", token)
     assert got.error_kind == "cut-off" and got.evidence is None
 
 

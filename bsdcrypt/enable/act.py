@@ -87,7 +87,7 @@ check() {
 }
 """
 
-_BODY = r"""
+WRITE_BODY = r"""
 set -u
 die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
 syncf() { if command -v fsync >/dev/null 2>&1; then fsync "$1"; else sync "$1" 2>/dev/null || sync; fi; }
@@ -233,7 +233,7 @@ def _locked(
 
 def write_script(edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> str:
     """The sh snippet that replaces `edit.path` with the bytes on its stdin (see docs/enable.md)."""
-    body = _BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":").replace("__ATTRS__", _ATTRS)
+    body = WRITE_BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":").replace("__ATTRS__", _ATTRS)
     return _locked(body, edit.path, existed=edit.existed, cksum=posix_cksum(edit.before), root=root)
 
 
