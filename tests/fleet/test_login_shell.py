@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_act import require_tcsh
+from login_shells import require_tcsh
 
 from bsdcrypt.enable.act import safe_write, undo_write
 from bsdcrypt.enable.remote import read_loader_files
