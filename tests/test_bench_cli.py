@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_bench import LABEL, Md, ScriptedHost
+from bench_host import Md, ScriptedHost
 from typer.testing import CliRunner
 
 from bsdcrypt import bench
+from bsdcrypt.bench import LABEL
 from bsdcrypt.cli import app, register_commands
 
 runner = CliRunner()

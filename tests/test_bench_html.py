@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_bench import ScriptedHost
+from bench_host import ScriptedHost
 from test_enable_bench import FreeBSDHost
 from test_render_html import Page
 from typer.testing import CliRunner

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_bench import ScriptedHost
+from bench_host import ScriptedHost
 from typer.testing import CliRunner
 
 from bsdcrypt.hosts.base import RunResult

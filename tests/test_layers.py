@@ -6,7 +6,9 @@ function-level import is still a dependency, and used to hide cycles), then:
 * no module imports one of a higher layer;
 * only the CLI imports typer (or click);
 * only hosts/open.py makes hosts of every kind;
-* the old homes of moved modules stay gone, and nothing (package, tests, benchmarks) imports them.
+* the old homes of moved modules stay gone, and nothing (package, tests, benchmarks) imports them;
+* no test or benchmark reaches into a private name (leading underscore) of a bsdcrypt module: they test
+  through public names (a name tests legitimately need is made public).
 """
 
 from __future__ import annotations
@@ -223,6 +225,57 @@ def test_nothing_imports_an_old_home() -> None:
                     if target == module and name in names:
                         found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {module}.{name} (now {new})")
     assert not found, "\n".join(found)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_uses(path: Path) -> Iterator[str]:
+    """`from bsdcrypt.x import _y`, `x._y` on a bsdcrypt module or name imported from one,
+    `monkeypatch.setattr(x, "_y", ...)` on one, and "bsdcrypt.x._y" strings (monkeypatch targets)."""
+    tree = ast.parse(path.read_text(), str(path))
+    ours: set[str] = set()  # local names bound to a bsdcrypt module (or something imported from one)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "bsdcrypt":
+            for a in node.names:
+                if _private(a.name):
+                    yield f"{node.lineno}: from {node.module} import {a.name}"
+                ours.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            ours.update(a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] == "bsdcrypt")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            if isinstance(node.value, ast.Name) and node.value.id in ours:
+                yield f"{node.lineno}: {node.value.id}.{node.attr}"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setattr":
+            args = node.args
+            if (len(args) >= 2 and isinstance(args[0], ast.Name) and args[0].id in ours
+                    and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str) and _private(args[1].value)):
+                yield f"{node.lineno}: setattr({args[0].id}, {args[1].value!r})"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("bsdcrypt."):
+            if any(_private(part) for part in node.value.split(".")) and " " not in node.value:
+                yield f"{node.lineno}: {node.value!r}"
+
+
+def test_no_test_uses_a_private_name_of_bsdcrypt() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{use}"
+        for path in _python_files()
+        if not path.is_relative_to(PACKAGE)
+        for use in private_uses(path)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_private_name_check_sees_each_kind_of_use(tmp_path: Path) -> None:
+    sample = tmp_path / "t.py"
+    sample.write_text(
+        "from bsdcrypt.enable import act\nfrom bsdcrypt.fleet.run import _x\nimport bsdcrypt.bench.state as st\n"
+        "act._BODY\nst._MACHINE\nmonkeypatch.setattr(act, '_LOCK', 1)\nmonkeypatch.setattr('bsdcrypt.cli.bench._f', 1)\n"
+        "act.WRITE_BODY\nhost._execute\nmonkeypatch.setattr(host, '_execute', 1)\n'bsdcrypt.__main__'\n"
+    )
+    assert sorted(use.split(":")[0] for use in private_uses(sample)) == ["2", "4", "5", "6", "7"]
 
 
 @pytest.mark.parametrize(

@@ -250,7 +250,7 @@ class _Running:
     aborted: bool = False
 
 
-def _timed_out(entry: HostEntry, timeout: float, elapsed: float, why: str) -> HostResult:
+def timed_out(entry: HostEntry, timeout: float, elapsed: float, why: str) -> HostResult:
     reason = f"timed out after {timeout:g}s ({why})"
     return HostResult(entry, failed_status(entry, "timeout", reason), elapsed, reason, "timeout")
 
@@ -358,7 +358,7 @@ def run_fleet(
             except _Duplicate as dup:
                 res = dup
             if slot.aborted and slot.host is None and isinstance(res, HostResult) and res.error is not None:
-                res = _timed_out(entries[i], options.timeout, res.elapsed,
+                res = timed_out(entries[i], options.timeout, res.elapsed,
                                  "looking up its ssh config (a slow Match exec?)")
             with lock:
                 # The host is judged when its worker is done, not when the main loop gets to its result:
@@ -416,7 +416,7 @@ def run_fleet(
                     # The worker is stuck beyond the abort (e.g. in getaddrinfo, which cannot be
                     # interrupted): the host is given up. No worker is added: the stuck one takes the
                     # next host when it comes back, and its late result is dropped.
-                    results[j] = _timed_out(entries[j], options.timeout, now - slot.started,
+                    results[j] = timed_out(entries[j], options.timeout, now - slot.started,
                                             "the host did not give up when aborted")
                     done += 1
                     failed += 1

@@ -121,13 +121,13 @@ def test_a_host_stuck_past_its_grace_is_given_up_without_a_worker_beyond_paralle
 
     opts = FleetOptions(parallel=2, timeout=0.3)
     auditor = Counting(opts, audit)
-    original = fleet_run._timed_out
+    original = fleet_run.timed_out
 
     def given_up(*args: Any) -> HostResult:
         release.set()  # the stuck worker comes back now and goes on with the next hosts
         return original(*args)
 
-    monkeypatch.setattr(fleet_run, "_timed_out", given_up)
+    monkeypatch.setattr(fleet_run, "timed_out", given_up)
     run = run_fleet(parse_hosts(closed_ports(8), "h").entries, opts, auditor=auditor)
     by = {r.entry.host: r.error_kind for r in run.results}
     assert by.pop("127.9.0.1") == "timeout"
