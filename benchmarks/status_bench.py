@@ -6,12 +6,14 @@ Prints the median, p90 and max wall time, and the in-process time of gather+asse
 
 --baseline REV (e.g. HEAD~1, a tag): also run REV's code, checked out in a temporary git worktree,
 alternating with this checkout's (A B A B ...) in the same run, so both see the same machine; prints
-both and the median of the per-pair ratios this/REV.
+both and the median of the per-pair ratios this/REV, for the wall time and for the CPU time (user +
+system) of each process, which a loaded machine disturbs less.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -23,11 +25,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def wall_times(cmd: list[str], runs: int) -> list[float]:
+    return [t for t, _cpu in timed(cmd, runs)]
+
+
+def timed(cmd: list[str], runs: int) -> list[tuple[float, float]]:
+    """(wall, CPU = user + system) seconds of each of `runs` fresh processes."""
     out = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        out.append(time.perf_counter() - t0)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.append((time.perf_counter() - t0, usage.ru_utime + usage.ru_stime))
     return out
 
 
@@ -46,14 +55,16 @@ def side_by_side(baseline: str, recording: str, runs: int) -> None:
         try:
             for fmt in ("table", "json"):
                 args = ["status", "--host", f"replay:{recording}", "--format", fmt]
-                a: list[float] = []
-                b: list[float] = []
+                a: list[tuple[float, float]] = []
+                b: list[tuple[float, float]] = []
                 for _ in range(runs):
-                    a += wall_times([*_cli(ROOT), *args], 1)
-                    b += wall_times([*_cli(other), *args], 1)
-                ratio = statistics.median(x / y for x, y in zip(a, b, strict=True))
-                print(f"status --format {fmt:5}: this {statistics.median(a):.3f}s  {baseline} "
-                      f"{statistics.median(b):.3f}s  median ratio this/{baseline} {ratio:.3f}  ({runs} pairs)")
+                    a += timed([*_cli(ROOT), *args], 1)
+                    b += timed([*_cli(other), *args], 1)
+                for i, what in ((0, "wall"), (1, "CPU ")):
+                    ratio = statistics.median(x[i] / y[i] for x, y in zip(a, b, strict=True))
+                    print(f"status --format {fmt:5} {what}: this {statistics.median(x[i] for x in a):.3f}s  "
+                          f"{baseline} {statistics.median(y[i] for y in b):.3f}s  "
+                          f"median ratio this/{baseline} {ratio:.3f}  ({runs} pairs)")
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=False)
 
