@@ -113,8 +113,9 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
         return status
 
     status.os = _os_info(ev, sysctl, dmesg, uname_s)
-    status.cpu = _cpu_info(ev, sysctl, dmesg, status.os.arch)
-    drivers = _driver_infos(ev, sysctl, dmesg, status.os, status.cpu)
+    dev = _sysctl_dev(ev)
+    status.cpu = _cpu_info(ev, sysctl, dev, dmesg, status.os.arch)
+    drivers = _driver_infos(ev, dev, dmesg, status.os, status.cpu)
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
     status.persist = _persist_info(ev, status.driver, status.cpu, status.os, dmesg)
@@ -235,7 +236,9 @@ def _machine_arch(machine: str | None) -> str | None:
     return {"arm64": "aarch64"}.get(machine or "", machine)
 
 
-def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str | None) -> CPUInfo:
+def _cpu_info(
+    ev: Evidence, sysctl: dict[str, str], dev: dict[str, str], dmesg: DmesgBoot, arch: str | None
+) -> CPUInfo:
     cpu = dmesg.cpu
     aes: bool | None = None
     sha: bool | None = None
@@ -257,7 +260,7 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
         if msg.driver in ("aesni", "armv8crypto") and msg.attached:
             aes = any(a.startswith("AES") for a in msg.algorithms) if aes is None else aes
             sha = any(a.startswith("SHA") for a in msg.algorithms) if sha is None else sha
-    desc = sysctl.get("dev.aesni.0.%desc") or _sysctl_dev(ev).get("dev.aesni.0.%desc")
+    desc = sysctl.get("dev.aesni.0.%desc") or dev.get("dev.aesni.0.%desc")
     if desc:
         aes = aes or "AES-" in desc
         sha = sha or "SHA" in desc
@@ -331,10 +334,9 @@ def in_generic(
 
 
 def _driver_infos(
-    ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, os: OSInfo, cpu: CPUInfo
+    ev: Evidence, dev: dict[str, str], dmesg: DmesgBoot, os: OSInfo, cpu: CPUInfo
 ) -> list[DriverInfo]:
     kld = parse_kldstat(_raw(ev, StepName.KLDSTAT_V)) if ev.step(StepName.KLDSTAT_V) is not None else []
-    dev = _sysctl_dev(ev)
     primary = primary_driver(os.arch)
     if primary is None and os.arch is None:
         # architecture not shown (a kldstat paste): aesni.ko exists only on x86, armv8crypto on arm64
@@ -363,10 +365,13 @@ def _driver_infos(
 #   main from Sept 2021 (ossl.4 @197ff4c3, 14.0): AES-CBC when ossl_cpuid() finds AES (x86: the AESNI
 #   CPUID bit; arm64: HWCAP_AES); 14.0 amd64: AES-GCM when the CPU has AVX+PCLMULQDQ+MOVBE or
 #   VAES+VPCLMULQDQ (ossl_x86.c; FreeBSD-EN-23:17.ossl fixed it in 14.0). Never AES-XTS, GELI's default.
-# Whether stable/13 (13.1+) got AES-CBC is not verified, nor when 14-CURRENT did: accelerates_aes is None.
-# (Checked: freebsd-src's ossl.c @ed0f7721 has no cipher but ChaCha20; a later tree @298b6a0e has
-# ossl_lookup_cipher's CRYPTO_AES_CBC case and ossl_aes.c, but nothing in it tells main from stable/13;
-# no releng/13.x or stable/13 copy of sys/crypto/openssl was reachable. See docs/notes.md, issue 15.)
+# Whether stable/13 (13.1+) got AES-CBC is not verified, nor exactly when 14-CURRENT did: accelerates_aes
+# is None there. (Checked: freebsd-src's ossl.c @ed0f7721 has no cipher but ChaCha20; a later tree @298b6a0e
+# has ossl_lookup_cipher's CRYPTO_AES_CBC case and ossl_aes.c, but nothing in it tells main from stable/13;
+# ossl.4 of a 14.0-CURRENT tree (Nevuqe/nqc @c74f302d, newvers.sh 14.0-CURRENT) is dated September 24, 2021
+# and lists AES-CBC without AES-GCM, so main had it from about then; no releng/13.x or stable/13 copy of
+# sys/crypto/openssl and no 13.x ossl.4 was reachable; the 13.1 release notes do not name ossl. See
+# docs/notes.md, issue 15.)
 OSSL_BASE = (
     "ChaCha20", "ChaCha20-Poly1305", "Poly1305", "SHA1", "SHA1-HMAC", "SHA2-224", "SHA2-224-HMAC",
     "SHA2-256", "SHA2-256-HMAC", "SHA2-384", "SHA2-384-HMAC", "SHA2-512", "SHA2-512-HMAC",
