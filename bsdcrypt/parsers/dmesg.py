@@ -53,7 +53,7 @@ _GELI_FIELD = re.compile(r"^GEOM_ELI:\s+(Encryption|Integrity|Crypto): (.*?)\s*$
 MACHINES = frozenset({"amd64", "i386", "arm64", "arm", "powerpc", "riscv", "mips", "sparc64", "pc98"})
 # Strings that name a hypervisor where the CPUID origin is absent (VirtualBox sets no HV bit on
 # older versions; QEMU TCG has no signature): ACPI table OEM ids, virtual disk and NIC models.
-_VM_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+VM_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"<VBOX\b|\bVBOX HARDDISK\b|^vboxguest\d+: "), "vbox"),
     (re.compile(r"<VMware[ ,]|^vmci\d+: |^pvscsi\d+: "), "vmware"),
     (re.compile(r"^XEN: Hypervisor version |^xenpci\d+: |^xn\d+: <Virtual Network Interface>"), "xen"),
@@ -62,7 +62,7 @@ _VM_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"<(?:BOCHS|QEMU)\b|\bBXPC(?:APIC|RSDT)\b"), "qemu"),
 )
 _VM_FIRST = frozenset("<AXHvpx")
-# Every match of a _VM_HINTS pattern holds one of these or starts its line with one of VM_LINE_STARTS
+# Every match of a VM_HINTS pattern holds one of these or starts its line with one of VM_LINE_STARTS
 # (tests/parsers/test_dmesg.py checks it): the lines _vm_hint is tried on.
 VM_LITERALS = ("VBOX", "VMware", "Parallels", "BOCHS", "QEMU", "BXPC")
 VM_LINE_STARTS = ("vboxguest", "vmci", "pvscsi", "XEN: ", "xenpci", "xn", "Hyper-V", "vmbus")
@@ -234,7 +234,7 @@ def _banner_fields(body: list[str], i: int) -> tuple[str | None, str | None]:
 
 
 def _vm_hint(line: str) -> str | None:
-    for pattern, name in _VM_HINTS:
+    for pattern, name in VM_HINTS:
         if pattern.search(line):
             return name
     return None

@@ -236,7 +236,7 @@ def test_vm_hint_lines_are_all_found() -> None:
                 start = i + 1
         return [*out, pattern[start:]]
 
-    for pattern, _ in dmesg._VM_HINTS:
+    for pattern, _ in dmesg.VM_HINTS:
         for alt in alternatives(pattern.pattern):
             anchored = alt.startswith("^") and alt[1:].startswith(dmesg.VM_LINE_STARTS)
             assert anchored or any(lit in alt for lit in dmesg.VM_LITERALS), alt
