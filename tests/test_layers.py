@@ -203,7 +203,8 @@ def _python_files() -> Iterator[Path]:
 def test_the_old_homes_of_moved_modules_are_gone() -> None:
     still = [m for m in MODULES for old in OLD_HOMES if m == old or m.startswith(old + ".")]
     assert not still, still
-    dirs = [old for old in OLD_HOMES if (PACKAGE.parent / old.replace(".", "/")).exists()]
+    # a directory left with only an untracked __pycache__ (a worktree that ran before the moves) is no module
+    dirs = [old for old in OLD_HOMES if any((PACKAGE.parent / old.replace(".", "/")).rglob("*.py"))]
     assert not dirs, dirs
 
 
