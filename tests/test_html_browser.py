@@ -26,6 +26,7 @@ from htmlcheck import (
 from test_render_html import results_from
 
 from bsdcrypt import fleet
+from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.render import fleet as fleet_render
 from bsdcrypt.render import html
 from bsdcrypt.render.html import visible
@@ -107,6 +108,12 @@ def test_fleet_report_sorts_and_filters_offline(browser: Browser, fleet_file: tu
 
     click(b, "#host-table tbody tr a")  # the host link opens its details
     b.wait(lambda d: d.execute_script("return document.querySelector(location.hash).closest('details').open"))
+    # opened, the details show each finding they link to whole, its remedy with a copy button
+    refs = b.js("return document.querySelector(location.hash).closest('details').querySelectorAll('p.kv a').length")
+    assert refs > 0
+    b.wait(lambda d: d.execute_script(
+        "return document.querySelector(location.hash).closest('details').querySelectorAll('li pre button.copy')"
+        ".length") == refs)
     assert_clean(b, url.split("#")[0])
     shot = b.screenshot("fleet.png")
     width, height = png_size(shot)
@@ -212,3 +219,69 @@ def test_the_csp_is_in_force(browser: Browser, fleet_file: tuple[Path, fleet.Fle
     assert b.js("return window.__pwned === undefined")
     blocked = [m for m in b.console() if "Content Security Policy" in m.get("message", "")]
     assert len(blocked) >= 2, blocked
+
+
+def test_print_shows_every_detail_in_light_colours(browser: Browser, fleet_file: tuple[Path, fleet.FleetRun]) -> None:
+    """Printed (print media emulated, the screen's scheme dark): no controls, no copy buttons, a white
+    background, the closed details' facts and every row laid out."""
+    path, run = fleet_file
+    b = browser
+    b.open(path)
+    b.wait(lambda d: not d.execute_script("return document.getElementById('controls').hidden"))
+    closed = "document.querySelector('#details details:not([open]) p.kv')"
+    assert b.js(f"return {closed}.checkVisibility()") is False  # on screen, closed is closed
+    b.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+        "media": "print", "features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    try:
+        assert b.js(f"return {closed}.checkVisibility()") is True
+        assert b.js(f"return {closed}.getBoundingClientRect().height") > 0
+        assert b.js("return document.getElementById('controls').checkVisibility()") is False
+        assert b.js("return Array.from(document.querySelectorAll('button.copy')).some(x => x.checkVisibility())") \
+            is False
+        for css in ("html", "header.top", "#hosts", "#host-table tbody tr"):
+            assert b.js(f"return getComputedStyle(document.querySelector('{css}')).backgroundColor") in (
+                "rgb(255, 255, 255)", "rgba(0, 0, 0, 0)"), css
+        skipped = b.js("return Array.from(document.querySelectorAll('#host-table tbody, #details details'))"
+                       ".filter(x => getComputedStyle(x).contentVisibility !== 'visible').length")
+        assert skipped == 0
+    finally:
+        b.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "", "features": []})
+
+
+def test_values_at_the_field_caps_stay_inside_the_page(browser: Browser, tmp_path: Path) -> None:
+    """A host whose name, CPU string and findings are far past the per-field cap: the page shows each
+    cut at the cap with its marker, and nothing makes the page wider than the window."""
+    run = fleet.FleetRun(capped_results(), 0.1, 1, 1.0)
+    path = tmp_path / "caps.html"
+    path.write_text(html.fleet_page(run, title="caps", source="hosts.txt", command="fleet-audit"))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    b.js("location.hash = '#d0'")
+    b.wait(lambda d: d.execute_script("return document.querySelectorAll('#d0 ~ ol li pre').length") > 0)
+    page = b.js("return document.body.innerText")
+    assert "more characters]" in page
+    width = b.js("return window.innerWidth")
+    assert b.js("return document.documentElement.scrollWidth") <= width
+    widest = b.js("return Math.max(...Array.from(document.querySelectorAll('#host-table tr, #details details, "
+                  "#findings li')).map(x => x.getBoundingClientRect().right))")
+    assert widest <= width
+    assert_clean(b, url.split("#")[0])
+    b.screenshot("caps.png")
+
+
+def capped_results() -> list[fleet.HostResult]:
+    """Two real recordings with host text made ten times the cap: a name with no break opportunity,
+    a CPU model, a finding's message and remedy."""
+    from test_render_html import results_from
+
+    results = results_from([FIXTURES / "freebsd-12.2-bhyve-geli-software-aesni-kldloaded.yaml",
+                            FIXTURES / "freebsd-13.0-hyperv-builtin.yaml"])[:2]
+    long = html.FIELD_LIMIT * 10
+    s = results[0].status
+    s.host = "h" * long
+    s.cpu.model = "Intel(R) " * (long // 9)
+    f = s.findings[0]
+    s.findings[0] = type(f)(f.id, f.severity, "m" * long, "geli attach " + "x" * long)
+    entry = HostEntry(spec=f"root@{s.host}", source="hosts.txt:1", host=s.host, user="root")
+    return [fleet.HostResult(entry, s, 0.01), results[1]]

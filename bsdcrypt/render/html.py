@@ -42,6 +42,8 @@ VERDICTS = ("critical", "warning", "unknown", "ok")
 FACT_WIDTH = 12  # the details' key column, in characters (CSS: .kv b {width: 12ch}); continuations indent as far
 DRIVER_STATES = ("builtin", "loaded", "not-loaded", "no-device", "missing", "unknown")
 FIELD_LIMIT = 1024  # characters of one host-supplied value the page shows; the rest is named, not shown
+ROWS_PER_BODY = 100  # the host table's rows per <tbody>: the browser lays out only the bodies in view
+SEVERITY_ORDER = ("critical", "warning", "unknown", "info")
 
 
 def visible(value: object, limit: int = FIELD_LIMIT) -> str:
@@ -225,6 +227,28 @@ def host_view(r: HostResult, index: int) -> dict[str, Any]:
     }
 
 
+def finding_legend(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every distinct finding (id, severity, message and remedy alike) once, with the number of hosts
+    that have it: most severe first, then the most hosts. Each host's findings become references
+    into it (`ref`: the legend entry's number), so a remedy that 3,000 hosts share is printed once."""
+    seen: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for h in hosts:
+        for f in h["findings"]:
+            key = (f["id"], f["severity"], f["message"], f["remedy"])
+            entry = seen.setdefault(key, {**f, "hosts": 0})
+            entry["hosts"] += 1
+    rank = {sev: i for i, sev in enumerate(SEVERITY_ORDER)}
+    legend = sorted(seen.values(), key=lambda e: (rank.get(e["severity"], len(rank)), -e["hosts"], e["id"],
+                                                 e["message"]))
+    for n, entry in enumerate(legend):
+        entry["n"] = n
+    number = {key: seen[key]["n"] for key in seen}
+    for h in hosts:
+        for f in h["findings"]:
+            f["ref"] = number[(f["id"], f["severity"], f["message"], f["remedy"])]
+    return legend
+
+
 # ---------------------------------------------------------------------------- charts
 
 
@@ -339,6 +363,8 @@ def fleet_page(run: FleetRun, *, title: str, source: str, command: str) -> str:
         totals=totals,
         charts=fleet_charts(run.results) if n > 1 else [],
         hosts=hosts,
+        legend=finding_legend(hosts) if n > 1 else [],  # one host: its findings in its details, whole
+        rows_per_body=ROWS_PER_BODY,
         headers=fleet.HEADERS,
         duplicates=run.duplicates,
         single=n == 1,
