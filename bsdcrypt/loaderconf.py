@@ -1,16 +1,8 @@
-"""loader.conf(5) files read exactly the way the FreeBSD lua loader reads them (pure, bytes in).
+"""loader.conf(5) files: the order the FreeBSD lua loader reads them in, and safe edits to them (pure).
 
-The model is `stand/lua/config.lua` (`config.parse`, `pattern_table`, `checkPattern`,
-`isValidComment`, `readConf`), the default loader since FreeBSD 12.0:
+How one line is classified is `bsdcrypt.parsers.loaderconf` (`config.parse` of `stand/lua/config.lua`);
+which files each loader generation reads is `bsdcrypt.loadermodel`. Here:
 
-* The text is split on ``\\n`` only (``text:gmatch("([^\\n]+)")``); a CR of a CRLF file stays in the
-  line and counts as whitespace (``%s`` is C ``isspace``).
-* A line that is only whitespace is ignored; a line whose first non-blank byte is ``#`` is a comment.
-* Patterns are tried in order: comment, ``<module>_load|_name|_type|_flags|_before|_after|_error``,
-  ``exec``, then any other ``name=value`` (an environment variable).  Each is tried first with a
-  double-quoted value ``"(.*)"`` (greedy: up to the *last* ``"`` of the line) and only if that does not
-  match with a bare word ``[-%w%d][-%w%d_.]*``.  Whatever follows the value must be blank or a ``#``
-  comment, else the line is "Malformed" and the loader skips it (it keeps reading the next lines).
 * ``<module>_load`` values are compared case-insensitively with "yes" (``v:upper()``, then
   ``load:lower() == "yes"``).
 * File order: ``/boot/loader.conf``, then ``/boot/loader.conf.d/*.conf``, then
@@ -19,9 +11,8 @@ The model is `stand/lua/config.lua` (`config.parse`, `pattern_table`, `checkPatt
   by name, which is what ``ls`` shows and what the probe gathers.  Before 14.1 ``loader.conf.local``
   was part of ``loader_conf_files`` and was read *before* ``loader.conf.d``; `order_ambiguous`
   reports configurations where that difference changes the result.
-
-Everything works on bytes: CRLF, a missing final newline, tabs and non-UTF-8 bytes are kept as they
-are.  Names and values are returned as ``str`` decoded with ``surrogateescape``.
+* `set_yes`, `restore` and `apply` edit the files as bytes: CRLF, a missing final newline, tabs and
+  non-UTF-8 bytes are kept as they are.
 """
 
 from __future__ import annotations
@@ -29,9 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from bsdcrypt.facts import Assignment
+from bsdcrypt.loadermodel import GENERATION_NAMES, outcomes
+from bsdcrypt.parsers.loaderconf import Line, assignments, classify, decode, parse
 
 if TYPE_CHECKING:  # pragma: no cover
     from bsdcrypt.probe import Evidence
@@ -39,125 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 LOADER_CONF = "/boot/loader.conf"
 LOADER_CONF_DIR = "/boot/loader.conf.d"
 LOADER_CONF_LOCAL = "/boot/loader.conf.local"
-
-LineKind = Literal["blank", "comment", "assign", "malformed"]
-
-# C isspace() in the loader's libsa: space, \t, \n, \v, \f, \r.
-_SP = rb"[ \t\n\v\f\r]*"
-_QVAL = rb'"(?P<v>.*)"'  # QVALEXPR '"(.*)"' (greedy)
-_WORD = rb"(?P<v>[-A-Za-z0-9][-A-Za-z0-9_.]*)"  # WORDEXPR "([-%w%d][-%w%d_.]*)"
-_MODULE_SUFFIXES = ("load", "name", "type", "flags", "before", "after", "error")
-_BLANK = re.compile(rb"\A[ \t\n\v\f\r]*\Z")
-_COMMENT = re.compile(rb"\A[ \t\n\v\f\r]*#", re.S)
-_VALID_TAIL = re.compile(rb"\A[ \t\n\v\f\r]*(?:#.*)?\Z", re.S)  # isValidComment()
-
-
-def _compile(name_re: bytes, value_re: bytes) -> re.Pattern[bytes]:
-    return re.compile(rb"\A" + _SP + name_re + _SP + b"=" + _SP + value_re + _SP + rb"(?P<c>.*)\Z", re.S)
-
-
-# config.lua's pattern_table, after the comment entry: for each module suffix (load, name, type...) a
-# quoted and a word pattern on MODULEEXPR "[-%w_]+" + "_" + suffix, then exec (quoted), then any
-# variable "[%w][-%w%d_.]*" (quoted, word). The first pattern that matches a line decides. They differ
-# only in which names they take: a name is the token before "=", and a value is quoted or a word,
-# never both, so "some pattern matches" is "the line matches the quoted or the word form and its name
-# is one the table takes" (exec, a variable name, also passes the variable pattern). Two regexes
-# instead of seventeen: compiling those was a tenth of `status`'s start-up.
-_NAME = rb"(?P<n>[-A-Za-z0-9_.]+)"
-_QUOTED = _compile(_NAME, _QVAL)
-_WORDED = _compile(_NAME, _WORD)
-_MODULE_NAME = re.compile(rb"[-A-Za-z0-9_]+_(?:" + b"|".join(s.encode() for s in _MODULE_SUFFIXES) + rb")")
-_VARIABLE_NAME = re.compile(rb"[A-Za-z0-9][-A-Za-z0-9_.]*")
-
-
-def _table_takes(name: bytes) -> bool:
-    return _MODULE_NAME.fullmatch(name) is not None or _VARIABLE_NAME.fullmatch(name) is not None
-
-
-def _s(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="surrogateescape")
-
-
-@dataclass(frozen=True)
-class Line:
-    """One physical line of a loader configuration file, as the loader classifies it."""
-
-    number: int  # 1-based
-    offset: int  # byte offset of the line in the file
-    text: bytes  # without the terminating \n (a CR of CRLF stays here)
-    terminated: bool  # followed by \n
-    kind: LineKind
-    name: str | None = None
-    value: str | None = None  # raw value (inside the quotes when quoted)
-    quoted: bool = False
-    value_start: int = -1  # span of the raw value inside `text`
-    value_end: int = -1
-
-    def assignment(self, path: str) -> Assignment:
-        assert self.name is not None and self.value is not None
-        return Assignment(path=path, line=self.number, name=self.name, value=self.value)
-
-
-def classify(text: bytes) -> tuple[LineKind, re.Match[bytes] | None, bool]:
-    """Classify one line (no \\n) like config.parse: kind, the match, and whether the value was quoted."""
-    if _BLANK.match(text):
-        return "blank", None, False
-    if _COMMENT.match(text):
-        return "comment", None, False
-    m = _QUOTED.match(text)
-    quoted = m is not None
-    if m is None:
-        m = _WORDED.match(text)
-    if m is None or not _table_takes(m.group("n")):
-        return "malformed", None, False
-    # The first pattern that matches decides: a bad tail makes the line malformed.
-    if _VALID_TAIL.match(m.group("c")):
-        return "assign", m, quoted
-    return "malformed", None, False
-
-
-def parse(data: bytes) -> list[Line]:
-    """Every physical line of `data` (the final unterminated line included), classified."""
-    lines: list[Line] = []
-    offset = 0
-    number = 0
-    n = len(data)
-    while offset < n:
-        number += 1
-        nl = data.find(b"\n", offset)
-        end = n if nl < 0 else nl
-        text = data[offset:end]
-        kind, m, quoted = classify(text)
-        if m is not None:
-            lines.append(
-                Line(
-                    number=number,
-                    offset=offset,
-                    text=text,
-                    terminated=nl >= 0,
-                    kind=kind,
-                    name=_s(m.group("n")),
-                    value=_s(m.group("v")),
-                    quoted=quoted,
-                    value_start=m.start("v"),
-                    value_end=m.end("v"),
-                )
-            )
-        else:
-            lines.append(Line(number=number, offset=offset, text=text, terminated=nl >= 0, kind=kind))
-        offset = end + 1
-    return lines
-
-
-def assignments(path: str, data: bytes) -> list[Assignment]:
-    """The assignments the loader makes from `data`, in file order (comments and malformed lines skipped)."""
-    return [ln.assignment(path) for ln in parse(data) if ln.kind == "assign"]
-
-
-def malformed(data: bytes) -> list[int]:
-    """Line numbers the loader would reject with "Malformed line"."""
-    return [ln.number for ln in parse(data) if ln.kind == "malformed"]
-
 
 def is_yes(assignment: Assignment | None) -> bool:
     """True when a `<module>_load` assignment makes the loader load the module."""
@@ -387,7 +261,6 @@ def _not_yes(
 ) -> tuple[str, Assignment | None] | None:
     """(generation, the assignment in effect there) of a loader run in which `name` is not YES, or None
     when every generation and directory order the release may boot with reads YES."""
-    from bsdcrypt.loadermodel import outcomes
 
     module = name.removesuffix("_load")
     for o in outcomes(files, module, major, root):
@@ -412,7 +285,6 @@ def set_yes(
     So every assignment the loader may read last ends up YES, whatever the order. Every other byte is
     kept. The result is checked again before it is returned (EditError if it cannot be made so).
     """
-    from bsdcrypt.loadermodel import GENERATION_NAMES
 
     current = {path: data for path, data in files}
     order = [path for path, _ in loader_order(list(files))]
@@ -495,7 +367,7 @@ def _undo_line(line: Line, name: str) -> tuple[bytes, bytes] | None:
     body = body[: m.start()]
     new = body[: line.value_start] + old + body[line.value_end :] + cr
     kind, match, _quoted = classify(new)
-    if kind != "assign" or match is None or _s(match.group("n")) != name or match.group("v") != old:
+    if kind != "assign" or match is None or decode(match.group("n")) != name or match.group("v") != old:
         raise _Damaged(tag.decode("ascii"))
     return tag, new
 

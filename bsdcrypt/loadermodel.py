@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.facts import Assignment
-from bsdcrypt.loaderconf import Line, parse
+from bsdcrypt.parsers.loaderconf import Line, parse
 
 DEFAULTS = "/boot/defaults/loader.conf"
 DEVICE_HINTS = "/boot/device.hints"

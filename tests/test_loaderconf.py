@@ -12,16 +12,13 @@ from hypothesis import strategies as st
 from bsdcrypt.facts import Assignment
 from bsdcrypt.loaderconf import (
     all_assignments,
-    assignments,
-    classify,
     effective,
     files_from_evidence,
     is_yes,
     loader_order,
-    malformed,
     order_ambiguous,
-    parse,
 )
+from bsdcrypt.parsers.loaderconf import assignments, classify, malformed, parse
 from bsdcrypt.probe import Evidence, Step
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"

@@ -14,17 +14,16 @@ from bsdcrypt.loaderconf import (
     FileEdit,
     _verify_no_new_malformed,
     apply,
-    assignments,
     damaged_markers,
     effective,
     is_yes,
     line_ending,
     loader_order,
     order_ambiguous,
-    parse,
     restore,
     set_yes,
 )
+from bsdcrypt.parsers.loaderconf import assignments, parse
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"
 CONF = "/boot/loader.conf"

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from bsdcrypt.assess import assess
 from bsdcrypt.enable.plan import PlanInput, plan_enable
 from bsdcrypt.hosts.local import LocalHost
-from bsdcrypt.loaderconf import EditError, apply, files_from_evidence, parse, restore, set_yes
+from bsdcrypt.loaderconf import EditError, apply, files_from_evidence, restore, set_yes
 from bsdcrypt.loadermodel import agree, conf_dir_entry, generations, outcomes, simulate
+from bsdcrypt.parsers.loaderconf import parse
 from bsdcrypt.probe import Evidence, Step
 from bsdcrypt.recording import load
 

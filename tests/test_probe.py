@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -181,6 +182,8 @@ def test_buffered_probe_under_other_shells(shell: str) -> None:
 
     exe = shutil.which(shell)
     if exe is None:
+        if shell == "busybox" and os.environ.get("BSDCRYPT_REQUIRE_BUSYBOX") == "1":
+            pytest.fail("BSDCRYPT_REQUIRE_BUSYBOX=1 but busybox is missing (apt install busybox)")
         pytest.skip(f"{shell} not installed")
     argv = [exe, "sh", "-s"] if shell == "busybox" else [exe, "-s"]
     if shell == "bash":

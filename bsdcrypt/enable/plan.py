@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from bsdcrypt import loaderconf
 from bsdcrypt.advice import PASSTHROUGH, VARIANT_NAMES
 from bsdcrypt.loaderconf import FileEdit
+from bsdcrypt.parsers.loaderconf import assignments, malformed
 from bsdcrypt.parsers.version import parse_release
 from bsdcrypt.platform import AES_DRIVERS, APPLIANCES, ARM64, FREEBSD_FAMILY, primary_driver
 from bsdcrypt.status import DriverState, Status
@@ -189,7 +190,7 @@ def _order_note(files: Sequence[tuple[str, bytes]], name: str, edits: Sequence[F
         a
         for path, data in files
         if "/loader.conf.d/" in path and conf_dir_entry(path.rsplit("/", 1)[-1])
-        for a in loaderconf.assignments(path, data)
+        for a in assignments(path, data)
         if a.name == name
     ]
     if len({a.path for a in in_dirs}) < 2:
@@ -210,7 +211,7 @@ def _persist_actions(
     refusal = blacklist_refusal(files, driver, major, root)
     if refusal is not None:
         return [refusal]
-    bad = [(path, n) for path, data in files for n in loaderconf.malformed(data)]
+    bad = [(path, n) for path, data in files for n in malformed(data)]
     if bad:
         where = ", ".join(f"{path}:{n}" for path, n in bad[:5])
         out.append(

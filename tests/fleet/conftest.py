@@ -129,9 +129,9 @@ def loopback_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetEn
     require_sshd()
     work = tmp_path_factory.mktemp("sshd-fleet")
     recs = fleet_recordings(work)
-    # the slow host sleeps 60 s: a run that waited for it is told apart from a bounded one even when a
-    # loaded machine makes the whole run slow
-    fleet = LoopbackFleet(work / "fleet", slow_seconds=60)
+    # the slow host holds its session until the fleet stops (600 s at most): a run that waited for it
+    # would hit the tests' 120 s limit on a run, however slow or fast the machine is
+    fleet = LoopbackFleet(work / "fleet", slow_seconds=600)
     healthy: dict[str, Path] = {}
     for i in range(max(MIN_HEALTHY, len(recs))):
         addr = healthy_address(i)

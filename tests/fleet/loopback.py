@@ -69,7 +69,12 @@ case "$SSH_ORIGINAL_COMMAND" in
   *) echo "fakehost: unexpected command: $SSH_ORIGINAL_COMMAND" >&2; exit 126 ;;
 esac
 T=$(sed -n 's/^T=//p')
-if [ -f "$D/$A.slow" ]; then exec sleep "$(cat "$D/$A.slow")"; fi
+# slow: hold the session (answering nothing) until the fleet is stopped, or for $A.slow seconds at most
+if [ -f "$D/$A.slow" ]; then
+  n=0; cap=$(cat "$D/$A.slow")
+  while [ "$n" -lt "$cap" ] && [ ! -e "$D/released" ]; do sleep 1; n=$((n + 1)); done
+  exit 0
+fi
 if [ -f "$D/$A.garbage" ]; then exec cat "$D/$A.garbage"; fi
 if [ -f "$D/$A.flood" ]; then exec head -c "$(cat "$D/$A.flood")" /dev/urandom; fi
 if [ -f "$D/$A.flood-stderr" ]; then exec head -c "$(cat "$D/$A.flood-stderr")" /dev/urandom >&2; fi
@@ -378,6 +383,7 @@ class LoopbackFleet:
 
     def stop(self) -> None:
         self._stop.set()
+        (self.hostdir / "released").touch()  # the slow hosts' sessions end within a second
         for p in self.procs:
             if p.poll() is None:
                 try:

@@ -4,18 +4,16 @@ Nothing here needs sshd; every address is on 127.0.0.0/8 and nothing is resolved
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from bsdcrypt.fleet import GRACE, Auditor, FleetOptions, run_fleet
+from bsdcrypt.fleet import Auditor, FleetOptions, run_fleet
 from bsdcrypt.hostsfile import read_hosts
 
 from .test_proxy import alive, session_members, wait_until
@@ -36,40 +34,47 @@ def cli(*args: str, **extra_env: str) -> subprocess.Popen[str]:
 # ---------------------------------------------------------------------------- config lookups under the deadline
 
 
-def test_slow_match_exec_lookups_run_in_parallel_within_the_bound(tmp_path: Path) -> None:
-    """20 hosts whose config takes 2 s each to look up (`Match exec "sleep 2"`): the lookups used to run
-    one after the other before any host started (40 s); now each runs in its host's worker, so the run
-    stays within ceil(hosts / parallel) * (timeout + grace)."""
+def test_match_exec_lookups_run_in_parallel_in_the_workers(tmp_path: Path) -> None:
+    """20 hosts whose config lookup (`Match exec`) waits until all 20 lookups have started: the lookups used
+    to run one after the other before any host started, which here would hold the first one until its
+    deadline (a `timeout` row); run in the hosts' workers, they all start together and every host goes on
+    to its connection (refused). An event, not a stopwatch: no bound on how fast the machine is."""
+    started = tmp_path / "started"
     cfg = tmp_path / "ssh_config"
-    cfg.write_text('Match exec "sleep 2"\n    ConnectTimeout 2\n' + NO_KNOWN_HOSTS)
+    barrier = f"echo x >> {started}; while [ $(wc -l < {started}) -lt 20 ]; do sleep 0.1; done"
+    cfg.write_text(f'Match exec "{barrier}"\n    ConnectTimeout 5\n' + NO_KNOWN_HOSTS)
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("".join(f"root@{NOWHERE}:{port}\n" for port in range(1, 21)))
-    timeout, parallel = 6, 32
-    start = time.monotonic()
-    proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", str(timeout), "-j", str(parallel), "-f", "csv", "-q")
-    out, err = proc.communicate(timeout=120)
-    elapsed = time.monotonic() - start
+    proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", "60", "-j", "32", "-f", "csv", "-q")
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     rows = out.splitlines()[1:]
     assert len(rows) == 20 and all(",refused,connection refused" in r for r in rows), (out, err)
-    bound = math.ceil(20 / parallel) * (timeout + GRACE)
-    # the slack (starting Python on a loaded machine) is a safety net, well below the 40 s of lookups in turn
-    assert elapsed < bound + 20.0, f"{elapsed:.1f}s (bound {bound}s, plus 20 s to start Python under load)"
+    assert len(started.read_text().split()) >= 20  # every host's lookup ran (a second pass of ssh's may rerun it)
 
 
 def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) -> None:
+    """A lookup that never ends (an hour) is cut at the host's deadline: the run returns (the 120 s
+    below is only a safety net), each host a timeout row, and the commands do not outlive it."""
     pids = tmp_path / "pids"
     cfg = tmp_path / "ssh_config"
     # a compound command: sleep is the shell's child, not the shell itself
-    cfg.write_text(f'Match exec "echo $$ >> {pids}; sleep 30; true"\n' + NO_KNOWN_HOSTS)
+    cfg.write_text(f'Match exec "echo $$ >> {pids}; sleep 3600; true"\n' + NO_KNOWN_HOSTS)
     hosts = tmp_path / "hosts.txt"
     hosts.write_text(f"root@{NOWHERE}:1\nroot@{NOWHERE}:2\n")
-    start = time.monotonic()
     proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", "1", "-f", "csv", "-q")
-    out, err = proc.communicate(timeout=60)
-    elapsed = time.monotonic() - start
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     rows = out.splitlines()[1:]
     assert len(rows) == 2 and all(",timeout,timed out after 1s" in r for r in rows), (out, err)
-    assert elapsed < 1 + GRACE + 15.0, elapsed  # not the 30 s of the command: the slack is for a loaded machine
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     assert wait_until(lambda: not any(alive(p) for p in started), 5), "the Match exec commands outlived the run"

@@ -200,14 +200,14 @@ def test_connect_timeout_through_a_proxy_command_names_the_proxy(tmp_path: Path)
         "    ProxyCommand sh -c 'echo dialing %h >&2; exec sleep 60'\n",
     )
     start = time.monotonic()
-    run = run_fleet(parse_hosts("root@gw-1\n", "h").entries, FleetOptions(timeout=20, ssh_config=str(cfg)))
+    run = run_fleet(parse_hosts("root@gw-1\n", "h").entries, FleetOptions(timeout=300, ssh_config=str(cfg)))
     elapsed = time.monotonic() - start
     r = run.results[0]
     assert r.error_kind == "timeout", r.error
     error = r.error or ""
     assert "after 1s (ConnectTimeout)" in error and "ProxyCommand" in error, error
     assert "dialing 127.0.0.1" in error and "accepted TCP" not in error, error
-    assert elapsed < 15
+    assert elapsed < 150, elapsed  # the 1 s ConnectTimeout, not the host's 300 s timeout
 
 
 def test_an_emptied_group_is_never_signalled_again(monkeypatch: pytest.MonkeyPatch) -> None:

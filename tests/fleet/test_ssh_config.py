@@ -172,12 +172,13 @@ def _proxy_run(tmp_path: Path, command: str, timeout: float = 20.0) -> tuple[str
 
 def test_a_proxy_command_that_exits_is_a_proxy_row_at_once(tmp_path: Path) -> None:
     kind, error, elapsed, _ = _proxy_run(
-        tmp_path, """sh -c 'sleep 0.3; echo "connect to %h port %p: refused" >&2; echo "bastion unreachable" >&2; exit 255'"""
+        tmp_path, """sh -c 'sleep 0.3; echo "connect to %h port %p: refused" >&2; echo "bastion unreachable" >&2; exit 255'""",
+        timeout=300.0,
     )
     assert kind == "proxy", error
     assert "exited with status 255 before the SSH banner" in error
     assert "connect to 127.0.0.1 port 22: refused / bastion unreachable" in error
-    assert elapsed < 15  # not the 20 s timeout
+    assert elapsed < 150, elapsed  # at once, not after the 300 s timeout (the margin is for a loaded machine)
 
 
 def test_bin_false_as_proxy_command_is_always_the_same_row(tmp_path: Path) -> None:
