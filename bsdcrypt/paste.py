@@ -218,7 +218,8 @@ def _text(lines: list[str]) -> bytes:
 
 def _kernel_output(lines: list[str]) -> bool:
     d = parse_dmesg("\n".join(lines))
-    return bool(d.banner or d.cpu.model or d.drivers or d.cpu.features2 or d.cpu.isa0 or d.geli)
+    # a bare excerpt of device lines counts when one of them names the hypervisor (a VMware disk)
+    return bool(d.banner or d.cpu.model or d.drivers or d.cpu.features2 or d.cpu.isa0 or d.geli or d.vm_hint)
 
 
 def evidence_from_paste(text: str) -> Evidence | None:

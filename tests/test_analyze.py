@@ -274,3 +274,17 @@ def test_a_directory_with_nothing_collected_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("notes\n")
     r = _cli("analyze", str(tmp_path))
     assert r.returncode == 3 and r.stdout == b"" and b"nothing to analyze" in r.stderr
+
+
+def test_csv_has_userland_aes_last_as_json_says_it() -> None:
+    """The CSV's last column is userland OpenSSL's case, the same as JSON's userland_aes.case per host;
+    columns added later go at the end, so scripts that count columns keep working."""
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(_cli("analyze", "-f", "csv", str(ROOT / "fixtures" / "hosts")).stdout.decode())))
+    doc = json.loads(_cli("analyze", "-f", "json", str(ROOT / "fixtures" / "hosts")).stdout)
+    want = [h["userland_aes"]["case"] or "" for h in doc["hosts"]]  # both in the report's order
+    assert list(rows[0])[-2:] == ["elapsed_s", "userland_aes"]
+    assert [r["userland_aes"] for r in rows] == want
+    assert {"hidden-by-hypervisor", "cpu-without-aesni", "aesni-visible", "not-x86"} <= set(want)

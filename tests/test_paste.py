@@ -97,6 +97,13 @@ def test_crlf_and_markdown_fences_are_taken_off() -> None:
     "", "\n\n", "hello world\n", "# bsdcrypt\n\nA README that mentions aesni_load and kldstat.\n",
     'aesni_load="YES"\n',  # a loader.conf alone names no host
     "\x00\x01\x02garbage\x7f\n" * 50,
+    "nda1 at nvme0 bus 0 scbus2 target 0 lun 2\nnda1: <Samsung SSD 970 EVO 500GB 2B2QEXE7>\n",  # names nothing
 ])
 def test_text_that_is_no_paste_is_refused(text: str) -> None:
     assert evidence_from_paste(text) is None
+
+
+def test_device_lines_that_name_the_hypervisor_are_a_paste() -> None:
+    """A dmesg excerpt of a VMware virtual disk says one thing an expert reads: this is a VMware guest."""
+    ev = evidence_from_paste("nda1: <VMware Virtual NVMe Disk 1.4 VMware NVME_0000>\nnda1: nvme version 1.4\n")
+    assert ev is not None and set(ev.steps) == {"file:/var/run/dmesg.boot"}

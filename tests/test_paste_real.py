@@ -75,6 +75,25 @@ CASES: dict[str, dict[str, Any]] = {
     "freebsd-ask-15.0-current-n100-annotated.txt": dict(
         release="15.0-CURRENT", arch="amd64", ident="GENERIC", aesni=True, sha=True, vm=False, driver="aesni",
         state="builtin", attached=True, compiled_in=True, persisted=True, verdict="ok"),
+    # 14.2-RELEASE GENERIC (releng/14.2 banner, one line) on an N100 board: aesni is compiled into 13.0+
+    # GENERIC and attached with SHA (no "on motherboard": not a module); bare metal (no HV bit, no
+    # Hypervisor line, AMI ACPI tables, root mounted); nothing to do, so ok.
+    "freebsd-ask-14.2-n100-radxa-x4-aesni-builtin.txt": dict(
+        release="14.2-RELEASE", arch="amd64", ident="GENERIC", aesni=True, sha=True, vm=False, hv=None,
+        driver="aesni", state="builtin", attached=True, compiled_in=True, at_boot=True, persisted=True,
+        geli={}, others={}, absent=["driver-unknown", "persist-unknown"], verdict="ok"),
+    # Five device lines of a VMware guest's dmesg.boot: the virtual NVMe disk's vendor string names VMware;
+    # no banner, CPU or driver lines, so the release, AES-NI and the driver stay unknown.
+    "freebsd-ask-vmware-nvme-disk-excerpt.txt": dict(
+        release=None, arch=None, aesni=None, vm=True, hv="vmware", driver=None, state="unknown",
+        persisted=None, verdict="unknown"),
+    # pfSense 2.4.3 (11.1-p7, kernel config "pfSense") as a Xen HVM guest: XEN version line and the
+    # XenVMMXenVMM CPUID origin; AES-NI passed through (AESNI with HV), no SHA. No aesni0 in the boot,
+    # but the kernel is an appliance's, so whether aesni is in it or on disk is unknown.
+    "3mdeb-pfsense-2.4.3-xen-4.8-hvm-console.txt": dict(
+        release="11.1-RELEASE-p7", arch="amd64", ident="pfSense", aesni=True, sha=False, vm=True, hv="xen",
+        driver="aesni", state="unknown", compiled_in=None, persisted=None, findings=["driver-unknown"],
+        absent=["vm-hides-aesni", "cpu-no-aesni"], verdict="unknown"),
     # Hyper-V masks AESNI (Features2 only SSE3,CX16,HV): no driver can help; the advice names Hyper-V's
     # processor compatibility setting, not a generic "CPU passthrough".
     "hyperv-12.1-rbxcloud-e5-2673v3-aesni-hidden-excerpt.txt": dict(

@@ -154,7 +154,7 @@ def document(run: FleetRun) -> dict[str, Any]:
 CSV_FIELDS = (
     "host", "target", "os", "variant", "release", "arch", "cpu_aesni", "driver", "driver_state",
     "persisted", "persist_needed", "geli_software", "verdict", "top_finding_id", "top_finding",
-    "error_kind", "error", "elapsed_s",
+    "error_kind", "error", "elapsed_s", "userland_aes",  # later columns go last: scripts may count
 )
 
 
@@ -187,6 +187,7 @@ def render_csv(run: FleetRun) -> str:
             "error_kind": r.error_kind or "",
             "error": r.error or "",
             "elapsed_s": f"{r.elapsed:.3f}",
+            "userland_aes": s.userland_aes.case or "",
         }.items()})
     return buf.getvalue()
 
