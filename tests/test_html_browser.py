@@ -285,3 +285,31 @@ def capped_results() -> list[fleet.HostResult]:
     s.findings[0] = type(f)(f.id, f.severity, "m" * long, "geli attach " + "x" * long)
     entry = HostEntry(spec=f"root@{s.host}", source="hosts.txt:1", host=s.host, user="root")
     return [fleet.HostResult(entry, s, 0.01), results[1]]
+
+
+def test_userland_page(browser: Browser, tmp_path: Path) -> None:
+    """`bench --userland -f html` from real `openssl speed` captures: bars drawn (masked AES-GCM
+    shorter than as is), no console message, no request."""
+    from test_bench_cli import _openssl_output
+
+    from bsdcrypt.bench.model import HostFacts
+    from bsdcrypt.bench.openssl import userland
+    from bsdcrypt.hosts.base import RunResult
+
+    class Captured:
+        def run(self, command: str, timeout: float = 0) -> RunResult:
+            return RunResult(0, _openssl_output(command))
+
+    u = userland(Captured())  # type: ignore[arg-type]
+    host = HostFacts(hostname=HOSTILE_NAME, release="14.1-RELEASE", arch="amd64", cpu_model=HOSTILE_CPU, ncpu=4)
+    path = tmp_path / "userland.html"
+    path.write_text(html.userland_page(u, host, source="local"))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    bars = b.js("return Object.fromEntries(Array.from(document.querySelectorAll('svg.chart g')).map("
+                "g => [g.querySelector('text.lb').textContent, g.querySelector('rect').getBBox().width]))")
+    assert 0 < bars["aes-128-gcm, AES-NI masked"] < bars["aes-128-gcm"]
+    assert visible(HOSTILE_NAME) in b.js("return document.title") and b.js("return window.__pwned === undefined")
+    assert_clean(b, url)
+    b.screenshot("userland.png")

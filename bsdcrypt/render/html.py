@@ -33,7 +33,7 @@ from bsdcrypt.render.text import visible as text_visible
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-    from bsdcrypt.bench.model import BenchResult, Speedup
+    from bsdcrypt.bench.model import BenchResult, HostFacts, Speedup, UserlandResult
     from bsdcrypt.fleet.results import FleetRun, HostResult
     from bsdcrypt.status import Status
 
@@ -499,3 +499,45 @@ def bench_page(runs: Sequence[BenchRun], *, title: str, command: str, source: st
         ("Tool", f"bsdcrypt {__version__}, {command}"),
     ]
     return _page("bench.html.j2", title=title, meta=meta, bench=bench_view(runs, ratios, note))
+
+
+def userland_page(u: UserlandResult, host: HostFacts | None, *, source: str, saved: str = "") -> str:
+    """`bench --userland --format html`: userland OpenSSL's bulk throughput per cipher, as it runs
+    and with AES-NI masked, charted; the advice; where it ran."""
+    mib = 1024 * 1024
+    bars, rows = [], []
+    for c in u.ciphers:
+        for value, key, label in ((c.bytes_per_s, "accel", c.cipher),
+                                  (c.masked_bytes_per_s, "soft", f"{c.cipher}, AES-NI masked")):
+            if value is not None:
+                bars.append(svg.Bar(label, (svg.Segment(key, value / mib),), text=f"{value / mib:.0f} MiB/s"))
+        ratio = (f"{c.bytes_per_s / c.masked_bytes_per_s:.1f}x" if c.bytes_per_s and c.masked_bytes_per_s
+                 else "-")
+        rows.append({
+            "cipher": c.cipher,
+            "mib": "-" if c.bytes_per_s is None else f"{c.bytes_per_s / mib:.0f}",
+            "masked": "-" if c.masked_bytes_per_s is None else f"{c.masked_bytes_per_s / mib:.0f}",
+            "ratio": ratio,
+        })
+    chart = (svg.hbar_chart([svg.Group("MiB/s, 16 KiB blocks", bars)], title="userland OpenSSL throughput",
+                            width=800, label_width=270, value_width=130) if bars else None)
+    name = (host.hostname if host else None) or source
+    view = {
+        "chart": chart,
+        "rows": rows,
+        "masked": any(c.masked_bytes_per_s is not None for c in u.ciphers),
+        "prefer": u.prefer,
+        "advice": u.advice,
+        "version": u.openssl_version or "?",
+        "host": name,
+        "system": " ".join(x for x in ((host.release, host.arch) if host else ()) if x) or "unknown",
+        "cpu": f"{host.cpu_model or 'unknown CPU'} ({host.ncpu or '?'} CPUs)" if host else "unknown",
+        "saved": saved,
+    }
+    meta = [
+        ("Generated", _now()),
+        ("By", _origin()),
+        ("Input", source),
+        ("Tool", f"bsdcrypt {__version__}, bench --userland"),
+    ]
+    return _page("userland.html.j2", title=f"bsdcrypt userland bench of {visible(name)}", meta=meta, u=view)
