@@ -228,9 +228,11 @@ def host_view(r: HostResult, index: int) -> dict[str, Any]:
 
 
 def finding_legend(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every distinct finding (id, severity, message and remedy alike) once, with the number of hosts
-    that have it: most severe first, then the most hosts. Each host's findings become references
-    into it (`ref`: the legend entry's number), so a remedy that 3,000 hosts share is printed once."""
+    """Every finding that more than one host has word for word (id, severity, message and remedy
+    alike) once, with the number of hosts that have it: most severe first, then the most hosts.
+    Those hosts' findings become references into it (`ref`: the entry's number), so a remedy that
+    3,000 hosts share is printed once; a finding only one host has keeps `ref` None and is printed
+    in that host's details."""
     seen: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for h in hosts:
         for f in h["findings"]:
@@ -238,14 +240,13 @@ def finding_legend(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             entry = seen.setdefault(key, {**f, "hosts": 0})
             entry["hosts"] += 1
     rank = {sev: i for i, sev in enumerate(SEVERITY_ORDER)}
-    legend = sorted(seen.values(), key=lambda e: (rank.get(e["severity"], len(rank)), -e["hosts"], e["id"],
-                                                 e["message"]))
+    legend = sorted((e for e in seen.values() if e["hosts"] > 1),
+                    key=lambda e: (rank.get(e["severity"], len(rank)), -e["hosts"], e["id"], e["message"]))
     for n, entry in enumerate(legend):
         entry["n"] = n
-    number = {key: seen[key]["n"] for key in seen}
     for h in hosts:
         for f in h["findings"]:
-            f["ref"] = number[(f["id"], f["severity"], f["message"], f["remedy"])]
+            f["ref"] = seen[(f["id"], f["severity"], f["message"], f["remedy"])].get("n")
     return legend
 
 
@@ -363,7 +364,7 @@ def fleet_page(run: FleetRun, *, title: str, source: str, command: str) -> str:
         totals=totals,
         charts=fleet_charts(run.results) if n > 1 else [],
         hosts=hosts,
-        legend=finding_legend(hosts) if n > 1 else [],  # one host: its findings in its details, whole
+        legend=finding_legend(hosts),
         rows_per_body=ROWS_PER_BODY,
         headers=fleet.HEADERS,
         duplicates=run.duplicates,

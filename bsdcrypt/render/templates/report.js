@@ -26,23 +26,26 @@
     });
     pre.appendChild(b);
   }
-  // A host's details link to its findings in the fleet's list (each text once); opened, they show them whole.
+  // A host's details link to the findings it shares with other hosts (each text printed once, above);
+  // opened, they show those whole too, before its own.
   function expand(d) {
     if (d.dataset.shown) { return; }
     d.dataset.shown = "1";
     var links = d.querySelectorAll("p.kv a[href^='#f']");
     if (!links.length) { return; }
-    var ol = document.createElement("ol");
+    var own = d.querySelector("ol");
+    var ol = own || document.createElement("ol");
+    var first = ol.firstChild;
     links.forEach(function (a) {
       var li = document.getElementById(a.getAttribute("href").slice(1));
       if (!li) { return; }
       var copy = li.cloneNode(true);
       copy.removeAttribute("id");
       copy.querySelectorAll(".copy, .hn").forEach(function (x) { x.remove(); });
-      ol.appendChild(copy);
+      ol.insertBefore(copy, first);
       copy.querySelectorAll("pre").forEach(addCopy);
     });
-    d.appendChild(ol);
+    if (!own) { d.appendChild(ol); }
   }
   document.addEventListener("toggle", function (e) {  // toggle does not bubble: caught on its way down
     var d = e.target;
