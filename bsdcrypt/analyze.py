@@ -29,14 +29,14 @@ from typing import Any
 
 from bsdcrypt.assess import assess
 from bsdcrypt.errors import BsdcryptError, CutOff, ProbeError, collect_remedy
-from bsdcrypt.probe import MODULE_FILES, Evidence, parse_output
+from bsdcrypt.probe import MODULE_FILES, Evidence, StepName, exists_step, parse_output
 from bsdcrypt.status import Finding, Status
 
 STANDALONE_TOKEN = "@@bsdcrypt-standalone"
 _FRAME = re.compile(rb"^(@@bsdcrypt-[A-Za-z0-9_.:-]+) begin (\S+)\r?$", re.M)
 _RECORDING = re.compile(rb"^bsdcrypt_recording:", re.M)
 _TREE_KEYS = frozenset({"stdout", "unreachable", "failed", "skipped", "rc"})
-LAST_STEP = "exists:" + MODULE_FILES[-1]  # the probe's final step: without it, the output was cut off
+LAST_STEP = exists_step(MODULE_FILES[-1])  # the probe's final step: without it, the output was cut off
 
 @dataclass
 class Collected:
@@ -77,18 +77,18 @@ def parse_probe_output(data: bytes, token: str | None = None) -> Evidence:
 
 def host_name(evidence: Evidence, fallback: str) -> str:
     """The host's own name: kern.hostname, else uname -a's second field, else the fallback."""
-    for line in (evidence.text("sysctl") or "").splitlines():
+    for line in (evidence.text(StepName.SYSCTL) or "").splitlines():
         if line.startswith("kern.hostname:"):
             name = line.split(":", 1)[1].strip()
             if name:
                 return name
-    fields = (evidence.text("uname_a") or "").split()
+    fields = (evidence.text(StepName.UNAME_A) or "").split()
     if len(fields) >= 2:
         return fields[1]
     return fallback
 
 
-def _from_bytes(data: bytes, target: str, origin: str, source: str, token: str | None) -> Collected:
+def from_bytes(data: bytes, target: str, origin: str, source: str, token: str | None) -> Collected:
     try:
         return Collected(target, origin, source, parse_probe_output(data, token))
     except ProbeError as exc:  # cut-off or garbage
@@ -116,7 +116,7 @@ def _ansible(doc: dict[str, Any], path: str, token: str | None) -> list[Collecte
         origin, source = f"{path}#{host}", f"ansible:{path}"
         stdout = result.get("stdout")
         if isinstance(stdout, str) and _FRAME.search(_strip_pty(stdout.encode("utf-8", "replace"))):
-            got = _from_bytes(stdout.encode("utf-8", "replace"), host, origin, source, token)
+            got = from_bytes(stdout.encode("utf-8", "replace"), host, origin, source, token)
             rc = result.get("rc")
             if got.evidence is not None and isinstance(rc, int) and rc != 0:
                 got = Collected(host, origin, source, error_kind="cut-off",
@@ -166,7 +166,7 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
             return garbage("JSON neither from Ansible's json callback nor from ansible --tree", unrecognised=True)
         return _ansible(doc, path, token) or garbage("the Ansible output has no host results")
     if _FRAME.search(_strip_pty(data)) or token:
-        return [_from_bytes(data, path, path, f"file:{path}", token)]
+        return [from_bytes(data, path, path, f"file:{path}", token)]
     if _RECORDING.search(data):  # the key may follow long `# source:` headers
         from bsdcrypt.recording import load_text
 

@@ -31,19 +31,28 @@ from bsdcrypt.platform import (
     X86,
     primary_driver,
 )
-from bsdcrypt.probe import Evidence
+from bsdcrypt.probe import (
+    EXISTS_PREFIX,
+    FILE_PREFIX,
+    Evidence,
+    File,
+    StepName,
+    dir_step,
+    file_step,
+    kldstat_m_step,
+)
 from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
 from bsdcrypt.userland import assess as userland
 
 # Steps without which the driver, persistence or GELI conclusions cannot be trusted.
 DECISIVE_STEPS = (
-    "sysctl",
-    "sysctl_dev",
-    "kldstat_v",
-    "kldstat_m:aesni",
-    "file:/var/run/dmesg.boot",
-    "file:/boot/loader.conf",
-    "geli_list",
+    StepName.SYSCTL,
+    StepName.SYSCTL_DEV,
+    StepName.KLDSTAT_V,
+    kldstat_m_step("aesni"),
+    file_step(File.DMESG_BOOT),
+    file_step(File.LOADER_CONF),
+    StepName.GELI_LIST,
 )
 # CPUID 0x40000000 vendor signatures (sys/x86/x86/identcpu.c) -> kern.vm_guest names.
 HV_VENDORS = {
@@ -78,10 +87,10 @@ def _int(value: str | None) -> int | None:
 
 def assess(ev: Evidence, host: str, source: str) -> Status:
     status = Status(host=host, source=source)
-    sysctl = parse_sysctl(_raw(ev, "sysctl"))
+    sysctl = parse_sysctl(_raw(ev, StepName.SYSCTL))
     dmesg = _dmesg(ev)
-    uname_s = (ev.text("uname_s") or "").strip() or sysctl.get("kern.ostype") or dmesg.os_name
-    status.root = None if ev.text("id_u") is None else (ev.text("id_u") or "").strip() == "0"
+    uname_s = (ev.text(StepName.UNAME_S) or "").strip() or sysctl.get("kern.ostype") or dmesg.os_name
+    status.root = None if ev.text(StepName.ID_U) is None else (ev.text(StepName.ID_U) or "").strip() == "0"
 
     if uname_s == "Linux":
         _assess_linux(ev, status)
@@ -111,8 +120,8 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     status.persist = _persist_info(ev, status.driver, status.cpu, status.os, dmesg)
     # geli list shows the providers now; without it, the ones attached during boot (with the crypto
     # path they got then) are what dmesg.boot shows
-    if ev.step("geli_list") is not None or ev.origin != "paste":
-        providers = parse_geli_list(_raw(ev, "geli_list"))
+    if ev.step(StepName.GELI_LIST) is not None or ev.origin != "paste":
+        providers = parse_geli_list(_raw(ev, StepName.GELI_LIST))
     else:
         providers = list(dmesg.geli)
     status.geli = _geli_infos(providers, status)
@@ -135,19 +144,20 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
 
 # What each pasted output decides, for the paste-partial finding (docs/analyze.md has the full table).
 PASTE_PARTS = (
-    ("kldstat_v", "kldstat -v", "whether the driver is compiled in, loaded or absent now"),
-    ("file:/boot/loader.conf", "/boot/loader.conf (and .local, loader.conf.d)", "whether it is persisted"),
-    ("geli_list", "geli list", "the GELI providers' crypto path now"),
-    ("sysctl_dev", "sysctl dev.aesni", "whether aesni0 is attached now"),
+    (StepName.KLDSTAT_V, "kldstat -v", "whether the driver is compiled in, loaded or absent now"),
+    (file_step(File.LOADER_CONF), "/boot/loader.conf (and .local, loader.conf.d)", "whether it is persisted"),
+    (StepName.GELI_LIST, "geli list", "the GELI providers' crypto path now"),
+    (StepName.SYSCTL_DEV, "sysctl dev.aesni", "whether aesni0 is attached now"),
 )
 
 
 def _paste_finding(ev: Evidence) -> Finding:
     seen = [label for step, label in (
-        ("file:/var/run/dmesg.boot", "dmesg"), ("dmesg_filtered", "filtered dmesg"), ("kldstat_v", "kldstat"),
-        ("kldstat_filtered", "filtered kldstat"),
-        ("uname_a", "uname -a"), ("geli_list", "geli list"), ("sysctl", "sysctl"), ("kenv_smbios", "kenv"),
-    ) if step in ev.steps] + sorted(k[5:] for k in ev.steps if k.startswith("file:/boot/"))
+        (file_step(File.DMESG_BOOT), "dmesg"), (StepName.DMESG_FILTERED, "filtered dmesg"),
+        (StepName.KLDSTAT_V, "kldstat"), (StepName.KLDSTAT_FILTERED, "filtered kldstat"),
+        (StepName.UNAME_A, "uname -a"), (StepName.GELI_LIST, "geli list"), (StepName.SYSCTL, "sysctl"),
+        (StepName.KENV_SMBIOS, "kenv"),
+    ) if step in ev.steps] + sorted(k[len(FILE_PREFIX):] for k in ev.steps if k.startswith(file_step("/boot/")))
     lacking = [f"{label} ({what})" for step, label, what in PASTE_PARTS if step not in ev.steps]
     message = f"Assessed from a paste of {', '.join(seen)}"
     message += f"; not pasted: {'; '.join(lacking)}: those fields stay unknown." if lacking else "."
@@ -162,10 +172,10 @@ def _paste_finding(ev: Evidence) -> Finding:
 
 def _dmesg(ev: Evidence) -> DmesgBoot:
     """The last boot of dmesg.boot; a filtered paste (`dmesg | grep ...`) only for what its lines show."""
-    text = _file_text(ev, "/var/run/dmesg.boot")
+    text = _file_text(ev, File.DMESG_BOOT)
     if text is not None:
         return parse_dmesg(text)
-    filtered = ev.text("dmesg_filtered")
+    filtered = ev.text(StepName.DMESG_FILTERED)
     if filtered is None:
         return parse_dmesg("")
     d = parse_dmesg(filtered)
@@ -175,20 +185,20 @@ def _dmesg(ev: Evidence) -> DmesgBoot:
 
 
 def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: str | None) -> OSInfo:
-    osr = parse_os_release(_file_text(ev, "/var/run/os-release") or "")
+    osr = parse_os_release(_file_text(ev, File.RUN_OS_RELEASE) or "")
     product = parse_product(
-        _file_text(ev, "/etc/platform"),
-        _file_text(ev, "/etc/version"),
-        ev.text("opnsense_version"),
-        ev.text("ghostbsd_version"),
-        _file_text(ev, "/etc/pfsense-release"),
+        _file_text(ev, File.PLATFORM),
+        _file_text(ev, File.VERSION),
+        ev.text(StepName.OPNSENSE_VERSION),
+        ev.text(StepName.GHOSTBSD_VERSION),
+        _file_text(ev, File.PFSENSE_RELEASE),
     )
     release_text = sysctl.get("kern.osrelease") or ""
     release = parse_release(release_text) if release_text else None
     if release is None and dmesg.banner:
         parts = dmesg.banner.split()
         release = parse_release(parts[1]) if len(parts) > 1 else None
-    uname = parse_uname_a(ev.text("uname_a") or "")
+    uname = parse_uname_a(ev.text(StepName.UNAME_A) or "")
     if release is None and uname.get("release"):
         release = parse_release(uname["release"])
     hbsd = (
@@ -208,8 +218,8 @@ def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: st
         minor=release.minor if release else None,
         branch=release.branch if release else None,
         patch=release.patch if release else None,
-        userland=parse_freebsd_version(ev.text("freebsd_version_u") or "") or osr.get("VERSION"),
-        kernel_installed=parse_freebsd_version(ev.text("freebsd_version_k") or ""),
+        userland=parse_freebsd_version(ev.text(StepName.FREEBSD_VERSION_U) or "") or osr.get("VERSION"),
+        kernel_installed=parse_freebsd_version(ev.text(StepName.FREEBSD_VERSION_K) or ""),
         osreldate=_int(sysctl.get("kern.osreldate")),
         # the running kernel's own words first; dmesg.boot's banner is the same boot's
         arch=sysctl.get("hw.machine_arch") or _machine_arch(uname.get("machine") or dmesg.arch),
@@ -255,13 +265,15 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
     hv_vendor = sysctl.get("hw.hv_vendor") or cpu.hypervisor
     # SMBIOS strings (kenv) and ACPI/device strings in dmesg name hypervisors that set no CPUID
     # signature (VirtualBox, QEMU TCG) or releases whose kern.vm_guest says only "generic"
-    named = smbios_hypervisor(parse_kenv(_raw(ev, "kenv_smbios"))) or dmesg.vm_hint
+    named = smbios_hypervisor(parse_kenv(_raw(ev, StepName.KENV_SMBIOS))) or dmesg.vm_hint
     in_vm: bool | None = None
     if vm_guest is not None:
         in_vm = vm_guest != "none"
     if cpu.features2 is not None and "HV" in cpu.features2 or cpu.hypervisor or named:
         in_vm = True
-    elif in_vm is None and cpu.features2 is not None and (ev.step("kenv_smbios") is not None or dmesg.root_mounted):
+    elif in_vm is None and cpu.features2 is not None and (
+        ev.step(StepName.KENV_SMBIOS) is not None or dmesg.root_mounted
+    ):
         # no HV bit, no CPUID origin, and no hypervisor's SMBIOS strings, or none of their ACPI,
         # disk or NIC names in a boot whose device probe is complete
         in_vm = False
@@ -286,7 +298,7 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
 
 
 def _sysctl_dev(ev: Evidence) -> dict[str, str]:
-    return parse_sysctl(_raw(ev, "sysctl_dev"))
+    return parse_sysctl(_raw(ev, StepName.SYSCTL_DEV))
 
 
 # Appliances build their own kernel config (platform.APPLIANCES): their stock kernel is that one, not
@@ -321,7 +333,7 @@ def in_generic(
 def _driver_infos(
     ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, os: OSInfo, cpu: CPUInfo
 ) -> list[DriverInfo]:
-    kld = parse_kldstat(_raw(ev, "kldstat_v")) if ev.step("kldstat_v") is not None else []
+    kld = parse_kldstat(_raw(ev, StepName.KLDSTAT_V)) if ev.step(StepName.KLDSTAT_V) is not None else []
     dev = _sysctl_dev(ev)
     primary = primary_driver(os.arch)
     if primary is None and os.arch is None:
@@ -380,12 +392,12 @@ def ossl_algorithms(os: OSInfo, cpu: CPUInfo, dmesg: DmesgBoot) -> tuple[list[st
 
 
 def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
-    st = ev.step(f"kldstat_m:{name}")
+    st = ev.step(kldstat_m_step(name))
     if st is not None and st.rc in (0, 1):
         return st.rc == 0
-    if not kld and ev.step("kldstat_filtered") is not None:
+    if not kld and ev.step(StepName.KLDSTAT_FILTERED) is not None:
         # `kldstat | grep ...` pasted: a line it shows is real, a line it lacks means nothing
-        shown = parse_kldstat(_raw(ev, "kldstat_filtered"))
+        shown = parse_kldstat(_raw(ev, StepName.KLDSTAT_FILTERED))
         seen = file_containing(shown, f"nexus/{name}") is not None or any(f.name == f"{name}.ko" for f in shown)
         return True if seen else None
     if kld and any(f.modules for f in kld):
@@ -405,7 +417,7 @@ def _cannot_attach(name: str, cpu: CPUInfo) -> bool:
 
 def module_files(ev: Evidence) -> list[str] | None:
     """The crypto .ko files in kern.module_path's directories (the module_files step), None if not run."""
-    st = ev.step("module_files")
+    st = ev.step(StepName.MODULE_FILES)
     if st is None or st.rc != 0:
         return None
     return [line.strip() for line in st.text.splitlines() if line.strip().endswith(".ko")]
@@ -423,7 +435,8 @@ def _driver_info(
     info = DriverInfo(name=name)
     registered = _registered(ev, name, kld)
     # a filtered kldstat paste shows the file holding the module, when it shows it at all
-    shown = kld or (parse_kldstat(_raw(ev, "kldstat_filtered")) if ev.step("kldstat_filtered") else [])
+    filtered = StepName.KLDSTAT_FILTERED
+    shown = kld or (parse_kldstat(_raw(ev, filtered)) if ev.step(filtered) else [])
     holder = file_containing(shown, f"nexus/{name}") if shown else None
     if holder is None and registered:
         holder = next((f for f in shown if f.name == f"{name}.ko"), None)
@@ -432,7 +445,7 @@ def _driver_info(
     if desc is not None:
         info.attached = True
         info.algorithms = [a for a in desc.split(",") if a]
-    elif ev.step("sysctl_dev") is not None and registered is not None:
+    elif ev.step(StepName.SYSCTL_DEV) is not None and registered is not None:
         info.attached = False
     elif boot_msg is not None:
         info.attached = boot_msg.attached
@@ -447,7 +460,7 @@ def _driver_info(
             info.state = "loaded"
             info.compiled_in = False
             info.module_file = holder.path or ko
-        elif holder is None and not any(f.modules for f in kld) and ev.step(f"kldstat_m:{name}") is not None:
+        elif holder is None and not any(f.modules for f in kld) and ev.step(kldstat_m_step(name)) is not None:
             # registered (kldstat -m) but kldstat -v was not collected: in the kernel or a module; a
             # GENERIC kernel's config tells which
             stock = in_generic(name, os) if stock_kernel(os) else None
@@ -544,13 +557,15 @@ def _last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
 APPLIANCE_SETTING = "appliance setting"
 APPLIANCE_INFERRED = "appliance setting (inferred)"
 # The steps that tell an appliance from plain FreeBSD (parse_product's inputs for pfSense/OPNsense).
-PRODUCT_STEPS = ("file:/etc/platform", "file:/etc/version", "opnsense_version", "file:/etc/pfsense-release")
+PRODUCT_STEPS = (
+    file_step(File.PLATFORM), file_step(File.VERSION), StepName.OPNSENSE_VERSION, file_step(File.PFSENSE_RELEASE)
+)
 _CRYPTO_TAG = re.compile(r"<crypto_hardware>([^<]*)</crypto_hardware>|<crypto_hardware\s*/>")
 
 
 def appliance_crypto(ev: Evidence) -> str | None:
     """pfSense/OPNsense config.xml's <crypto_hardware> value ("" for None), or None if unreadable."""
-    st = ev.step("appliance_crypto")
+    st = ev.step(StepName.APPLIANCE_CRYPTO)
     if st is None or st.rc not in (0, 1):
         return None  # not collected, not readable without root (2), or no config.xml (3)
     m = _CRYPTO_TAG.search(st.text)
@@ -563,8 +578,8 @@ def loader_files_complete(ev: Evidence, major: int | None) -> str | None:
     The probe frames each file it tried (rc 1 when absent); the loader.conf.d files come from a loop
     that runs before the module file checks, so those checks show it ran. A paste shows only what was
     pasted."""
-    missing = [p for p in ("/boot/loader.conf", "/boot/loader.conf.local") if ev.step("file:" + p) is None]
-    if (major is None or major >= 13) and not any(k.startswith("exists:") for k in ev.steps):
+    missing = [p for p in (File.LOADER_CONF, File.LOADER_CONF_LOCAL) if ev.step(file_step(p)) is None]
+    if (major is None or major >= 13) and not any(k.startswith(EXISTS_PREFIX) for k in ev.steps):
         missing.append("/boot/loader.conf.d")
     return ", ".join(missing) or None
 
@@ -577,8 +592,8 @@ def _uncollected(ev: Evidence, outs: list[Outcome]) -> list[str]:
     directory loader_conf_dirs names). /boot/device.hints, which older probes did not read, is taken
     to hold device hints only."""
     paths, dirs = needed(outs)
-    out = [p for p in sorted(paths) if ev.step("file:" + p) is None and p != DEVICE_HINTS]
-    out += [d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and ev.step("dir:" + d.rstrip("/")) is None]
+    out = [p for p in sorted(paths) if ev.step(file_step(p)) is None and p != DEVICE_HINTS]
+    out += [d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and ev.step(dir_step(d.rstrip("/"))) is None]
     return out
 
 
@@ -741,9 +756,9 @@ def _geli_infos(providers: list[GeliProvider], status: Status) -> list[GeliInfo]
 
 
 def _assess_linux(ev: Evidence, status: Status) -> None:
-    osr = parse_os_release(_file_text(ev, "/etc/os-release") or "")
-    flags = parse_cpuinfo_flags(_raw(ev, "linux_cpu_flags"))
-    words = (ev.text("uname_a") or "").split()
+    osr = parse_os_release(_file_text(ev, File.OS_RELEASE) or "")
+    flags = parse_cpuinfo_flags(_raw(ev, StepName.LINUX_CPU_FLAGS))
+    words = (ev.text(StepName.UNAME_A) or "").split()
     status.os = OSInfo(
         name="Linux",
         variant=osr.get("ID", "linux"),
@@ -754,12 +769,12 @@ def _assess_linux(ev: Evidence, status: Status) -> None:
     aes = None if flags is None else ("aes" in flags)
     vm = None if flags is None else ("hypervisor" in flags)
     status.cpu = CPUInfo(
-        model=parse_cpuinfo_model(_raw(ev, "linux_cpu_flags")),
+        model=parse_cpuinfo_model(_raw(ev, StepName.LINUX_CPU_FLAGS)),
         aesni=aes,
         sha=None if flags is None else ("sha_ni" in flags),
         vm=vm,
     )
-    loaded = ev.step("linux_aesni_intel")
+    loaded = ev.step(StepName.LINUX_AESNI_INTEL)
     state = "unknown" if loaded is None else ("loaded" if loaded.ok else "not-loaded")
     status.driver = DriverInfo(name="aesni_intel", state=state)  # type: ignore[arg-type]
     status.userland_aes = userland.userland_info(ev, status.cpu, status.os.arch)

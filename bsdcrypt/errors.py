@@ -28,6 +28,10 @@ class CutOff(ProbeError):
     kind = "cut-off"
 
 
+class ActError(BsdcryptError):
+    """Acting on a host (enable/disable: reading its loader files, a step of the plan) failed; str() is one line."""
+
+
 def kind_of(exc: BaseException) -> str:
     """The REMEDIES key of a host failure: the error's own kind, `error` for anything else."""
     kind = getattr(exc, "kind", None) if isinstance(exc, (HostError, ProbeError)) else None

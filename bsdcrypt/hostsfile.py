@@ -21,10 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.hosts.spec import MAX_NAME as MAX_NAME  # the limits, from their new home
-from bsdcrypt.hosts.spec import SpecError as SpecError  # re-exported from its old home, for now
-from bsdcrypt.hosts.spec import quote_value as quote_value
-from bsdcrypt.hosts.spec import replay_ref, split_spec
+from bsdcrypt.hosts.spec import SpecError, replay_ref, split_spec
 
 MAX_ERRORS_SHOWN = 20
 MAX_HOSTS_FILE = 16 << 20  # 16 MiB: a 100,000-host fleet is a few MiB

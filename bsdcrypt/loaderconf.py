@@ -20,18 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bsdcrypt.facts import Assignment
 from bsdcrypt.loadermodel import GENERATION_NAMES, outcomes
 from bsdcrypt.parsers.loaderconf import Line, assignments, classify, decode, parse
+from bsdcrypt.probe import FILE_PREFIX, LOADER_CONF_DIR, Evidence, File, file_step
 
-if TYPE_CHECKING:  # pragma: no cover
-    from bsdcrypt.probe import Evidence
+LOADER_CONF = File.LOADER_CONF
+LOADER_CONF_LOCAL = File.LOADER_CONF_LOCAL
 
-LOADER_CONF = "/boot/loader.conf"
-LOADER_CONF_DIR = "/boot/loader.conf.d"
-LOADER_CONF_LOCAL = "/boot/loader.conf.local"
 
 def is_yes(assignment: Assignment | None) -> bool:
     """True when a `<module>_load` assignment makes the loader load the module."""
@@ -95,7 +92,7 @@ def loader_files(candidates: Sequence[tuple[str, bytes]], root: str = "") -> lis
     Any other file (an appliance's config.xml, os-release...) is left out, whatever its name."""
     root = root.rstrip("/")
     by_path = dict(candidates)
-    standard = {root + p for p in (LOADER_CONF, LOADER_CONF_LOCAL, "/boot/device.hints")}
+    standard = {root + p for p in (LOADER_CONF, LOADER_CONF_LOCAL, File.DEVICE_HINTS)}
     keep = {p for p in by_path if p in standard or _directly_under(p, root + LOADER_CONF_DIR)}
     named: set[str] = set()
     for _ in range(4):  # named files may name more (the probe collects two levels)
@@ -121,9 +118,9 @@ def files_from_evidence(evidence: Evidence, root: str = "") -> list[tuple[str, b
     directories those name (`loader_files`)."""
     root = root.rstrip("/")
     out = [
-        (key[len("file:") :], st.out)
+        (key[len(FILE_PREFIX) :], st.out)
         for key, st in evidence.steps.items()
-        if key.startswith("file:") and st.ok and key.startswith("file:" + root + "/")
+        if st.ok and key.startswith(file_step(root + "/"))
     ]
     return loader_order(loader_files(out, root))
 
@@ -340,7 +337,7 @@ def set_yes(
         if current[path] != original[path] or path in created
     ]
     for e in edits:
-        _verify_no_new_malformed(e)
+        verify_no_new_malformed(e)
     return edits
 
 
@@ -419,7 +416,7 @@ def restore(files: Sequence[tuple[str, bytes]], name: str = "aesni_load") -> lis
         if new != data:
             edits.append(FileEdit(path, data, new))
     for e in edits:
-        _verify_no_new_malformed(e)
+        verify_no_new_malformed(e)
     return edits
 
 
@@ -430,7 +427,7 @@ def _line_key(text: bytes) -> bytes:
     return text.rstrip(b" \t\v\f\r")
 
 
-def _verify_no_new_malformed(edit: FileEdit) -> None:
+def verify_no_new_malformed(edit: FileEdit) -> None:
     """Never write a line the loader could fail to parse: no line may become malformed. A line that
     was malformed already and that the edit leaves as it was (see `_line_key`) is not the edit's: it
     is warned about (plan), never a reason to refuse."""

@@ -24,11 +24,7 @@ from dataclasses import dataclass, field
 from bsdcrypt.parsers import clean_text
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.version import parse_release
-from bsdcrypt.probe import Evidence, Step
-
-DMESG_STEP = "file:/var/run/dmesg.boot"
-DMESG_FILTERED = "dmesg_filtered"  # `dmesg | grep ...`: its lines are real, its gaps mean nothing
-LOADER_CONF = "/boot/loader.conf"
+from bsdcrypt.probe import Evidence, File, Step, StepName, file_step
 
 # A shell prompt ending in # $ % or > and a space, then the command: "root@fw:~ # ", "[me@h ~]$ ",
 # "h% ", "$ ", "> ". The prompt may be absent when the line is exactly one of the known commands.
@@ -128,7 +124,7 @@ def _split_unprompted(lines: list[str], paste: Paste) -> None:
         if any(a.startswith("smbios.") for a in assigns):
             paste.kenv.extend(assigns)
         elif any(_ASSIGN.match(a) for a in assigns):
-            paste.files.setdefault(LOADER_CONF, []).extend(assigns)
+            paste.files.setdefault(File.LOADER_CONF, []).extend(assigns)
         assigns.clear()
 
     while i < len(lines):
@@ -227,25 +223,25 @@ def evidence_from_paste(text: str) -> Evidence | None:
     p = split(text)
     steps: dict[str, Step] = {}
     if p.dmesg and _kernel_output(p.dmesg):
-        steps[DMESG_STEP] = Step(0, _text(p.dmesg))
+        steps[file_step(File.DMESG_BOOT)] = Step(0, _text(p.dmesg))
     if p.dmesg_filtered and _kernel_output(p.dmesg_filtered):
-        steps[DMESG_FILTERED] = Step(0, _text(p.dmesg_filtered))
+        steps[StepName.DMESG_FILTERED] = Step(0, _text(p.dmesg_filtered))
     if p.kldstat:
-        steps["kldstat_v"] = Step(0, _text(p.kldstat))
+        steps[StepName.KLDSTAT_V] = Step(0, _text(p.kldstat))
     elif p.kldstat_filtered:
-        steps["kldstat_filtered"] = Step(0, _text(p.kldstat_filtered))
+        steps[StepName.KLDSTAT_FILTERED] = Step(0, _text(p.kldstat_filtered))
     unames = [u for u in p.uname if _is_uname(u.strip())]
     if unames:
-        steps["uname_a"] = Step(0, _text(unames[-1:]))
-        steps["uname_s"] = Step(0, _text([unames[-1].split()[0]]))
+        steps[StepName.UNAME_A] = Step(0, _text(unames[-1:]))
+        steps[StepName.UNAME_S] = Step(0, _text([unames[-1].split()[0]]))
     if p.geli and any(_GELI_START.match(g) for g in p.geli):
-        steps["geli_list"] = Step(0, _text(p.geli))
+        steps[StepName.GELI_LIST] = Step(0, _text(p.geli))
     if not steps:
         return None  # loader.conf, sysctl or kenv lines alone do not make a host
     if p.sysctl:
-        steps["sysctl"] = Step(0, _text(p.sysctl))
+        steps[StepName.SYSCTL] = Step(0, _text(p.sysctl))
     if p.kenv:
-        steps["kenv_smbios"] = Step(0, _text(p.kenv))
+        steps[StepName.KENV_SMBIOS] = Step(0, _text(p.kenv))
     for path, lines in p.files.items():
-        steps["file:" + path] = Step(0, _text(lines))
+        steps[file_step(path)] = Step(0, _text(lines))
     return Evidence(steps, origin="paste")

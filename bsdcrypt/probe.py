@@ -8,6 +8,7 @@ the others and no file content can forge a frame. No step needs root.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from bsdcrypt.errors import ProbeError
 from bsdcrypt.hosts.base import Host, sh_quote
@@ -31,7 +32,7 @@ SERVICE_BINARIES = (
     "/usr/local/bin/tor", "/usr/bin/tor", "/usr/sbin/tor", "/usr/local/sbin/nginx", "/usr/sbin/nginx",
     "/usr/local/sbin/haproxy", "/usr/sbin/haproxy", "/usr/local/sbin/openvpn", "/usr/sbin/openvpn", "/usr/sbin/sshd",
 )
-CRYPTO_LINKS = (
+CRYPTO_LINKS_SCRIPT = (
     f"for b in {' '.join(SERVICE_BINARIES)}; do [ -x \"$b\" ] || continue; echo \"== $b\";"
     " ldd \"$b\" 2>&1 | grep -E 'lib(crypto|nss3)[.-]' | sed 's/ *(0x[0-9a-fA-F]*)$//'; done; exit 0"
 )
@@ -41,61 +42,135 @@ OVERRIDE_FILES = (
     "/usr/local/etc/rc.conf.d/*/* /etc/login.conf "
     "/etc/environment /etc/profile /etc/default/tor /etc/systemd/system/*.service.d/*.conf"
 )
-IA32CAP_OVERRIDES = (
+IA32CAP_OVERRIDES_SCRIPT = (
     f"for f in {OVERRIDE_FILES}; do [ -f \"$f\" ] && grep -H -n OPENSSL_ia32cap \"$f\"; done; exit 0"
 )
 
+
+class StepName:
+    """The names of the probe's command steps. Readers ask Evidence for these, never for bare strings
+    (tests/test_probe.py checks that the probe gathers every one); per-driver and per-program steps
+    are named by `kldstat_m_step` and `openssl_step`, files by `file_step`."""
+
+    UNAME_S: Final = "uname_s"
+    UNAME_A: Final = "uname_a"
+    FREEBSD_VERSION_K: Final = "freebsd_version_k"
+    FREEBSD_VERSION_U: Final = "freebsd_version_u"
+    SYSCTL: Final = "sysctl"
+    SYSCTL_DEV: Final = "sysctl_dev"
+    KLDSTAT_V: Final = "kldstat_v"
+    GELI_LIST: Final = "geli_list"
+    KENV_SMBIOS: Final = "kenv_smbios"
+    MODULE_FILES: Final = "module_files"  # the crypto .ko files on kern.module_path
+    APPLIANCE_CRYPTO: Final = "appliance_crypto"
+    OPNSENSE_VERSION: Final = "opnsense_version"
+    GHOSTBSD_VERSION: Final = "ghostbsd_version"
+    ID_U: Final = "id_u"
+    LINUX_CPU_FLAGS: Final = "linux_cpu_flags"
+    LINUX_AESNI_INTEL: Final = "linux_aesni_intel"
+    CRYPTO_LINKS: Final = "crypto_links"
+    IA32CAP_OVERRIDES: Final = "ia32cap_overrides"
+    # Only a paste gives these (bsdcrypt.paste): `dmesg | grep ...` and `kldstat | grep ...`, whose lines
+    # are real but whose gaps mean nothing; the probe never runs them.
+    DMESG_FILTERED: Final = "dmesg_filtered"
+    KLDSTAT_FILTERED: Final = "kldstat_filtered"
+
+
+class File:
+    """The files the probe always reads (`file_step(path)` names their steps)."""
+
+    RUN_OS_RELEASE: Final = "/var/run/os-release"
+    OS_RELEASE: Final = "/etc/os-release"
+    PLATFORM: Final = "/etc/platform"  # pfSense, OPNsense
+    VERSION: Final = "/etc/version"  # pfSense, OPNsense
+    PFSENSE_RELEASE: Final = "/etc/pfsense-release"
+    DMESG_BOOT: Final = "/var/run/dmesg.boot"
+    LOADER_CONF: Final = "/boot/loader.conf"
+    LOADER_CONF_LOCAL: Final = "/boot/loader.conf.local"
+    DEVICE_HINTS: Final = "/boot/device.hints"
+
+
+FILE_PREFIX: Final = "file:"
+EXISTS_PREFIX: Final = "exists:"
+DIR_PREFIX: Final = "dir:"
+
+
+def file_step(path: str) -> str:
+    """The step holding the content of the file at absolute `path` (File's, or one the loader files name)."""
+    return FILE_PREFIX + path
+
+
+def exists_step(path: str) -> str:
+    """The step telling whether `path` (one of MODULE_FILES) exists."""
+    return EXISTS_PREFIX + path
+
+
+def dir_step(path: str) -> str:
+    """The step the probe frames for a directory that loader_conf_dirs names (`path` without a trailing /)."""
+    return DIR_PREFIX + path
+
+
+def kldstat_m_step(driver: str) -> str:
+    """`kldstat -q -m nexus/DRIVER` (one of CRYPTO_DRIVERS)."""
+    return f"kldstat_m:{driver}"
+
+
+def openssl_step(program: str) -> str:
+    """`PROGRAM version -a` (one of OPENSSL_PROGRAMS)."""
+    return f"openssl:{program}"
+
+
 # (step name, sh command). Order is the order of the output.
 STEPS: tuple[tuple[str, str], ...] = (
-    ("uname_s", "uname -s"),
-    ("uname_a", "uname -a"),
-    ("freebsd_version_k", "freebsd-version -k"),
-    ("freebsd_version_u", "freebsd-version -u"),
-    ("sysctl", f"sysctl {SYSCTL_OIDS}"),
-    ("sysctl_dev", "sysctl " + " ".join(f"dev.{d}" for d in CRYPTO_DRIVERS) + " dev.cryptosoft"),
-    ("kldstat_v", "kldstat -v"),
-    *((f"kldstat_m:{d}", f"kldstat -q -m nexus/{d}") for d in CRYPTO_DRIVERS),
-    ("geli_list", "geli list"),
+    (StepName.UNAME_S, "uname -s"),
+    (StepName.UNAME_A, "uname -a"),
+    (StepName.FREEBSD_VERSION_K, "freebsd-version -k"),
+    (StepName.FREEBSD_VERSION_U, "freebsd-version -u"),
+    (StepName.SYSCTL, f"sysctl {SYSCTL_OIDS}"),
+    (StepName.SYSCTL_DEV, "sysctl " + " ".join(f"dev.{d}" for d in CRYPTO_DRIVERS) + " dev.cryptosoft"),
+    (StepName.KLDSTAT_V, "kldstat -v"),
+    *((kldstat_m_step(d), f"kldstat -q -m nexus/{d}") for d in CRYPTO_DRIVERS),
+    (StepName.GELI_LIST, "geli list"),
     # The hypervisor's SMBIOS strings (VirtualBox guests often show kern.vm_guest "generic"); only
     # these three variables are read, never the whole kernel environment.
-    ("kenv_smbios", "for v in smbios.system.maker smbios.system.product smbios.bios.vendor;"
+    (StepName.KENV_SMBIOS, "for v in smbios.system.maker smbios.system.product smbios.bios.vendor;"
      " do printf '%s=' \"$v\"; kenv -q \"$v\" || echo; done"),
     # Every crypto module file kldload could find: each directory of kern.module_path.
-    ("module_files", "p=$(sysctl -n kern.module_path) || exit 1; IFS=';'; for d in $p; do"
+    (StepName.MODULE_FILES, "p=$(sysctl -n kern.module_path) || exit 1; IFS=';'; for d in $p; do"
      " for m in " + " ".join(CRYPTO_DRIVERS) + "; do [ -f \"$d/$m.ko\" ] && echo \"$d/$m.ko\"; done; done; exit 0"),
     # pfSense/OPNsense: the GUI's crypto setting (config.xml <system><crypto_hardware>), only that tag;
     # rc 1: no such tag (setting None), 2: not readable without root, 3: no config.xml
-    ("appliance_crypto", "for f in /conf/config.xml /cf/conf/config.xml; do if [ -e \"$f\" ]; then"
+    (StepName.APPLIANCE_CRYPTO, "for f in /conf/config.xml /cf/conf/config.xml; do if [ -e \"$f\" ]; then"
      " grep -E -o -m1 '<crypto_hardware>[^<]*</crypto_hardware>|<crypto_hardware */>' \"$f\"; exit $?; fi;"
      " done; exit 3"),
-    ("opnsense_version", "opnsense-version"),
-    ("ghostbsd_version", "ghostbsd-version"),
-    ("id_u", "id -u"),
-    ("linux_cpu_flags", "grep -m2 -E '^(model name|flags|Features)[[:space:]]*:' /proc/cpuinfo"),
-    ("linux_aesni_intel", "test -d /sys/module/aesni_intel || grep -qs '^driver.*aesni' /proc/crypto"),
+    (StepName.OPNSENSE_VERSION, "opnsense-version"),
+    (StepName.GHOSTBSD_VERSION, "ghostbsd-version"),
+    (StepName.ID_U, "id -u"),
+    (StepName.LINUX_CPU_FLAGS, "grep -m2 -E '^(model name|flags|Features)[[:space:]]*:' /proc/cpuinfo"),
+    (StepName.LINUX_AESNI_INTEL, "test -d /sys/module/aesni_intel || grep -qs '^driver.*aesni' /proc/crypto"),
     # Userland (docs/userland.md): each openssl program's version and the vector its libcrypto detects
     # (the variable unset: what OpenSSL finds by itself), which libcrypto the usual services link, and
     # every OPENSSL_ia32cap already set in a configuration file. Nothing heavy: no speed, no trial.
-    *((f"openssl:{p}", f"unset OPENSSL_ia32cap; test -x {p} && {p} version -a") for p in OPENSSL_PROGRAMS),
-    ("crypto_links", CRYPTO_LINKS),
-    ("ia32cap_overrides", IA32CAP_OVERRIDES),
+    *((openssl_step(p), f"unset OPENSSL_ia32cap; test -x {p} && {p} version -a") for p in OPENSSL_PROGRAMS),
+    (StepName.CRYPTO_LINKS, CRYPTO_LINKS_SCRIPT),
+    (StepName.IA32CAP_OVERRIDES, IA32CAP_OVERRIDES_SCRIPT),
 )
 
 FILES: tuple[str, ...] = (
-    "/var/run/os-release",
-    "/etc/os-release",
-    "/etc/platform",
-    "/etc/version",
-    "/etc/pfsense-release",
-    "/var/run/dmesg.boot",
-    "/boot/loader.conf",
-    "/boot/loader.conf.local",
-    "/boot/device.hints",
+    File.RUN_OS_RELEASE,
+    File.OS_RELEASE,
+    File.PLATFORM,
+    File.VERSION,
+    File.PFSENSE_RELEASE,
+    File.DMESG_BOOT,
+    File.LOADER_CONF,
+    File.LOADER_CONF_LOCAL,
+    File.DEVICE_HINTS,
 )
 # The files the loader reads by default (/boot/defaults/loader.conf's loader_conf_files, and
 # local_loader_conf_files since 14.1); every other `file:` step of the probe is not a loader file,
 # except the ones under LOADER_CONF_DIR and those the loader files name (`extra_loader_files`).
-LOADER_FILES = ("/boot/loader.conf", "/boot/loader.conf.local", "/boot/device.hints")
+LOADER_FILES = (File.LOADER_CONF, File.LOADER_CONF_LOCAL, File.DEVICE_HINTS)
 LOADER_CONF_DIR = "/boot/loader.conf.d"
 # config.lua reads the loader_conf_dirs entries matching the Lua pattern ".conf$" (one character, then
 # "conf"): the two sh globs that match the same names, hidden ones included.
@@ -103,11 +178,9 @@ CONF_DIR_GLOBS = ("?*conf", ".*conf")
 MAX_NAMED = 16  # paths named by loader_conf_files / loader_conf_dirs / local_loader_conf_files, at most
 MAX_NAMED_BYTES = 1048577  # of each named file (one more than enable edits: a bigger one is refused there)
 MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRIVERS)
-# Steps only a paste gives (bsdcrypt.paste): `dmesg | grep ...` and `kldstat | grep ...`, whose lines are
-# real but whose gaps mean nothing; the probe never runs them.
-PASTE_STEPS = ("dmesg_filtered", "kldstat_filtered")
+PASTE_STEPS = (StepName.DMESG_FILTERED, StepName.KLDSTAT_FILTERED)  # only a paste gives these
 _STEP_NAMES = frozenset(
-    [name for name, _ in STEPS] + [f"file:{p}" for p in FILES] + [f"exists:{p}" for p in MODULE_FILES]
+    [name for name, _ in STEPS] + [file_step(p) for p in FILES] + [exists_step(p) for p in MODULE_FILES]
     + list(PASTE_STEPS)
 )
 
@@ -116,7 +189,7 @@ def is_step(name: str) -> bool:
     """Is `name` a step the probe may gather? Commands by their STEPS names, module files by MODULE_FILES,
     and any file by `file:` + its absolute path (the probe also reads the files loader_conf_files and
     the loader.conf.d globs name, which only the host knows)."""
-    return name in _STEP_NAMES or name.startswith("file:/")
+    return name in _STEP_NAMES or name.startswith(FILE_PREFIX + "/")
 
 
 
@@ -151,11 +224,11 @@ def build_script(token: str, *, buffered: bool = True) -> str:
         FRAME_FUNCTION,
     ]
     steps = [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
-    steps += [f"s {sh_quote('file:' + path)} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
+    steps += [f"s {sh_quote(file_step(path))} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
     globs = " ".join(f"{LOADER_CONF_DIR}/{g}" for g in CONF_DIR_GLOBS)
-    steps.append(f"for x in {globs}; do [ -f \"$x\" ] && s \"file:$x\" 'cat -- \"$x\"'; done")
+    steps.append(f"for x in {globs}; do [ -f \"$x\" ] && s \"{FILE_PREFIX}$x\" 'cat -- \"$x\"'; done")
     steps += _named_files_script(globs)
-    steps += [f"s {sh_quote('exists:' + path)} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
+    steps += [f"s {sh_quote(exists_step(path))} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
     if buffered:
         lines += ["bsdcrypt_steps() {", *(f"  {line}" for line in steps[1:]), "}"]
         lines.append("if command -v dd >/dev/null 2>&1; then")
@@ -181,11 +254,11 @@ def _named_files_script(globs: str) -> list[str]:
         f"L=' {' '.join(LOADER_FILES)} '; N=0; R=",
         "named() { set -f; set -- $1; set +f; for z; do case $L in *\" $z \"*) continue ;; esac; [ \"$N\" -lt "
         f"{MAX_NAMED} ] || return 0; N=$((N + 1)); L=\"$L$z \"; "
-        f'if [ -d "$z" ]; then s "dir:$z" true; for y in {dir_globs}; do [ -f "$y" ] && '
-        f's "file:$y" \'head -c {MAX_NAMED_BYTES} -- "$y"\' && R="$R $y"; done; '
-        f'elif [ -f "$z" ]; then s "file:$z" \'head -c {MAX_NAMED_BYTES} -- "$z"\' && R="$R $z"; '
+        f'if [ -d "$z" ]; then s "{DIR_PREFIX}$z" true; for y in {dir_globs}; do [ -f "$y" ] && '
+        f's "{FILE_PREFIX}$y" \'head -c {MAX_NAMED_BYTES} -- "$y"\' && R="$R $y"; done; '
+        f'elif [ -f "$z" ]; then s "{FILE_PREFIX}$z" \'head -c {MAX_NAMED_BYTES} -- "$z"\' && R="$R $z"; '
         # not there, or not a regular file (a device, a FIFO: nothing the loader can read at boot)
-        'else s "file:$z" \'echo "not a regular file"; exit 1\'; fi; done; }',
+        f'else s "{FILE_PREFIX}$z" \'echo "not a regular file"; exit 1\'; fi; done; }}',
         f"set -f; P=$(set +f; refs {' '.join(LOADER_FILES)} {globs}); set +f; named \"$P\"",
         'set -f; P=$(refs $R); set +f; R=; named "$P"',
     ]
@@ -215,7 +288,7 @@ class Step:
 class Evidence:
     """What the probe gathered: step name -> Step. Files are steps named `file:PATH`.
 
-    Readers name steps by the strings of STEPS/FILES/MODULE_FILES: asking for a name the probe never
+    Readers name steps by StepName and the *_step helpers: asking for a name the probe never
     gathers is a bug (a typo would silently read "absent"), so it raises KeyError; a step the probe
     gathers but this evidence lacks (an older recording) reads None.
     """
@@ -238,16 +311,16 @@ class Evidence:
         return st.text if st is not None and st.ok else None
 
     def file(self, path: str) -> bytes | None:
-        st = self._get("file:" + path)
+        st = self._get(file_step(path))
         return st.out if st is not None and st.ok else None
 
     def exists(self, path: str) -> bool | None:
-        st = self._get("exists:" + path)
+        st = self._get(exists_step(path))
         return None if st is None else st.ok
 
     def files_under(self, directory: str) -> list[str]:
-        prefix = "file:" + directory.rstrip("/") + "/"
-        return sorted(k[len("file:"):] for k, v in self.steps.items() if k.startswith(prefix) and v.ok)
+        prefix = file_step(directory.rstrip("/") + "/")
+        return sorted(k[len(FILE_PREFIX):] for k, v in self.steps.items() if k.startswith(prefix) and v.ok)
 
 
 def render(evidence: Evidence, token: str) -> bytes:

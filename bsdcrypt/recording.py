@@ -19,7 +19,7 @@ import yaml
 from bsdcrypt import __version__
 from bsdcrypt.errors import BsdcryptError, HostError
 from bsdcrypt.hosts.base import RunResult
-from bsdcrypt.probe import PROBE_MAGIC, Evidence, Step, render
+from bsdcrypt.probe import PROBE_MAGIC, Evidence, File, Step, StepName, file_step, render
 
 FORMAT = 1
 _SHIPPED = Path(__file__).parent / "recordings"
@@ -347,10 +347,10 @@ def _build_host(match: re.Match[bytes]) -> bytes:
 def _hostnames(evidence: Evidence, hostname: str) -> set[str]:
     """The names this host goes by: the one given, and what kern.hostname and uname -a say."""
     names = {hostname}
-    st = evidence.step("sysctl")
+    st = evidence.step(StepName.SYSCTL)
     if st is not None:
         names.update(m.group(2).decode("utf-8", "replace") for m in _KERN_HOSTNAME.finditer(st.out))
-    st = evidence.step("uname_a")
+    st = evidence.step(StepName.UNAME_A)
     if st is not None and st.ok:
         m = _UNAME_NODENAME.match(st.out)
         if m:
@@ -387,16 +387,16 @@ def redact(evidence: Evidence, hostname: str) -> Evidence:
 
     names = _hostnames(evidence, hostname)
     host = REDACTED_HOST.encode()
-    loader = {"file:" + path for path, _ in files_from_evidence(evidence)}
+    loader = {file_step(path) for path, _ in files_from_evidence(evidence)}
     out: dict[str, Step] = {}
     for key, st in evidence.steps.items():
         data = st.out
-        if key == "sysctl":
+        if key == StepName.SYSCTL:
             data = _KERN_HOSTNAME.sub(lambda m: m.group(1) + host, data)
-        elif key == "uname_a" and st.ok:
+        elif key == StepName.UNAME_A and st.ok:
             data = _UNAME_NODENAME.sub(lambda m: m.group(1) + host, data, count=1)
             data = _BUILD_HOST_UNAME.sub(_build_host, data)
-        elif key == "file:/var/run/dmesg.boot":
+        elif key == file_step(File.DMESG_BOOT):
             data = _SETTING_HOSTNAME.sub(lambda m: m.group(1) + host, data)
             data = _BUILD_HOST_DMESG.sub(_build_host, data)
         elif key in loader:

@@ -587,7 +587,7 @@ def test_preflight_errors_are_clear() -> None:
 def test_md_name_validation() -> None:
     """The unit is the one bsdcrypt chose (`-u N`): whatever mdconfig prints is never read, and a
     name that is no md unit, or one that existed before, is refused before any command names it."""
-    from bsdcrypt.bench.session import _Devices
+    from bsdcrypt.bench.session import Devices
 
     class WeirdHost(ScriptedHost):
         def _execute(self, kind: str, command: str) -> RunResult:
@@ -599,7 +599,7 @@ def test_md_name_validation() -> None:
     host = WeirdHost()
     measure(host, PARAMS)
     assert not any("ada0" in c for c in host.commands) and host.leaked() == []
-    devices = _Devices()
+    devices = Devices()
     devices.before = {"md0"}
     for name in ("ada0", "md0"):
         with pytest.raises(BenchError, match="not an md|existed before"):
@@ -1086,7 +1086,7 @@ def test_a_bench_of_another_controller_with_the_same_name_is_never_judged_dead(
 def test_controller_id_without_a_machine_id_is_kept_per_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from bsdcrypt.bench import state
 
-    monkeypatch.setattr(state, "_MACHINE_ID_FILES", (str(tmp_path / "none"),))
+    monkeypatch.setattr(state, "MACHINE_ID_FILES", (str(tmp_path / "none"),))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     state.controller_id.cache_clear()
     try:

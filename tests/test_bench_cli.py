@@ -12,7 +12,7 @@ from test_bench import LABEL, Md, ScriptedHost
 from typer.testing import CliRunner
 
 from bsdcrypt import bench
-from bsdcrypt.cli import _register_commands, app
+from bsdcrypt.cli import app, register_commands
 
 runner = CliRunner()
 
@@ -21,11 +21,11 @@ runner = CliRunner()
 def host(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     h = ScriptedHost()
     monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
-    monkeypatch.setattr("bsdcrypt.cli.bench._facts_for", lambda _h: None)
+    monkeypatch.setattr("bsdcrypt.bench.facts.facts_for", lambda _h: None)
     monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)  # where cleanup reads it
     names = {c.name or getattr(c.callback, "__name__", None) for c in app.registered_commands}
     if "bench" not in names:
-        _register_commands()
+        register_commands()
     return h
 
 

@@ -43,9 +43,9 @@ def published_pair(folder: Path) -> list[Path]:
 
 
 def _app() -> object:
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
-    _register_commands()
+    register_commands()
     return app
 
 
@@ -143,7 +143,7 @@ def test_compare_refuses_devices_missing_files_and_overwriting_a_record(tmp_path
 def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     h = ScriptedHost()
     monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
-    monkeypatch.setattr("bsdcrypt.cli.bench._facts_for", lambda _h: None)
+    monkeypatch.setattr("bsdcrypt.bench.facts.facts_for", lambda _h: None)
     monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)
     return h
 

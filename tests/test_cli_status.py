@@ -115,7 +115,7 @@ def test_status_start_up_imports_only_what_status_needs() -> None:
         "sys.argv = ['bsdcrypt', 'status', '--host', 'replay:freebsd-13.0-hyperv-builtin', '-f', 'json']\n"
         "from bsdcrypt.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = ['paramiko', 'bsdcrypt.bench', 'bsdcrypt.plan', 'bsdcrypt.enable', 'bsdcrypt.fleet', 'pydantic', 'prometheus_client']\n"
+        "heavy = ['paramiko', 'bsdcrypt.bench', 'bsdcrypt.render.plan', 'bsdcrypt.enable', 'bsdcrypt.fleet', 'pydantic', 'prometheus_client']\n"
         "print(','.join(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)

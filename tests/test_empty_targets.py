@@ -11,11 +11,11 @@ import pytest
 from freebsd_tree import MACHINES, add_kernel
 from typer.testing import CliRunner
 
-from bsdcrypt.cli import _register_commands, app
+from bsdcrypt.cli import app, register_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 REC = "freebsd-12.2-bhyve-not-loaded-overridden"
-_register_commands(["bsdcrypt"])
+register_commands(["bsdcrypt"])
 runner = CliRunner()
 
 # Every option and argument naming a path or a target, each given an empty value (an unset $VAR).

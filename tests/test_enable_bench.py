@@ -69,9 +69,9 @@ def host(monkeypatch: pytest.MonkeyPatch) -> FreeBSDHost:
 
 
 def _app() -> object:
-    from bsdcrypt.cli import _register_commands, app
+    from bsdcrypt.cli import app, register_commands
 
-    _register_commands()
+    register_commands()
     return app
 
 
@@ -180,8 +180,8 @@ def test_no_before_when_enable_only_persists(monkeypatch: pytest.MonkeyPatch) ->
     _builtin_host(monkeypatch, "freebsd-12.2-bhyve-geli-software-aesni-kldloaded")
     written: list[object] = []
     monkeypatch.setattr("bsdcrypt.enable.act.perform", lambda host, plan, **kw: written.append(plan))
-    monkeypatch.setattr("bsdcrypt.enable.act.read_loader_files", lambda host, root: [])
-    monkeypatch.setattr("bsdcrypt.enable.act.real_paths", lambda host, paths, root: {p: p for p in paths})
+    monkeypatch.setattr("bsdcrypt.enable.remote.read_loader_files", lambda host, root: [])
+    monkeypatch.setattr("bsdcrypt.enable.remote.real_paths", lambda host, paths, root: {p: p for p in paths})
     result = CliRunner().invoke(
         _app(), ["enable", "--persist", "--bench", "--yes", "--host", "x"]  # type: ignore[arg-type]
     )

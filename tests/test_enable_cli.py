@@ -204,10 +204,14 @@ def test_verbose_does_not_let_root_through_on_a_recording(
     """-v wraps every host in a VerboseHost: the recording check must look under it."""
     from bsdcrypt.hosts import verbose
 
-    monkeypatch.setattr(verbose, "_enabled", True)
-    conf = _boot(tmp_path, b"a=1\n")
-    args = [command, "--persist", "--dry-run", "--root", str(tmp_path), "-H", "replay:freebsd-13.0-hyperv-builtin"]
-    result = runner.invoke(app, args)
+    was = verbose.enabled()
+    verbose.enable(True)
+    try:
+        conf = _boot(tmp_path, b"a=1\n")
+        args = [command, "--persist", "--dry-run", "--root", str(tmp_path), "-H", "replay:freebsd-13.0-hyperv-builtin"]
+        result = runner.invoke(app, args)
+    finally:
+        verbose.enable(was)
     assert result.exit_code == 3, result.output
     assert "replay:freebsd-13.0-hyperv-builtin is a recording" in result.output
     assert conf.read_bytes() == b"a=1\n"

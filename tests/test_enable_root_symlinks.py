@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bsdcrypt.enable.act import ActError, check_writable, read_loader_files, read_root_system, safe_write, undo_write
+from bsdcrypt.enable.act import check_writable, safe_write, undo_write
+from bsdcrypt.enable.remote import read_loader_files, read_root_system
+from bsdcrypt.errors import ActError
 from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import set_yes
 
@@ -339,7 +341,7 @@ def test_a_link_that_appears_after_resolving_stops_the_write(
     host = LocalHost()
     (edit,) = set_yes(read_loader_files(host, str(root)), root=str(root))
     swap = f'mv "$DIR" "$DIR.moved" && ln -s {decoy} "$DIR"\n__SAMEPATH__'
-    monkeypatch.setattr(act, "_BODY", act._BODY.replace("__SAMEPATH__", swap, 1))
+    monkeypatch.setattr(act, "WRITE_BODY", act.WRITE_BODY.replace("__SAMEPATH__", swap, 1))
     host_before = snapshot(decoy)
     with pytest.raises(ActError, match="a symbolic link appeared on the path of .* nothing written"):
         safe_write(host, edit, root=str(root))

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from bsdcrypt.analyze import collect_file
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.fsutil import read_input
-from bsdcrypt.hostsfile import MAX_NAME, HostsFileError, read_hosts
+from bsdcrypt.hosts.spec import MAX_NAME
+from bsdcrypt.hostsfile import HostsFileError, read_hosts
 
 ROOT = Path(__file__).resolve().parent.parent
 

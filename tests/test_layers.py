@@ -5,7 +5,8 @@ function-level import is still a dependency, and used to hide cycles), then:
 * no cycle, at any depth;
 * no module imports one of a higher layer;
 * only the CLI imports typer (or click);
-* only hosts/open.py makes hosts of every kind.
+* only hosts/open.py makes hosts of every kind;
+* the old homes of moved modules stay gone, and nothing (package, tests, benchmarks) imports them.
 """
 
 from __future__ import annotations
@@ -32,21 +33,35 @@ LAYERS: list[tuple[str, ...]] = [
     # the other kinds of host
     ("bsdcrypt.recording", "bsdcrypt.ssh"),
     # the one host factory (and -v, which describes the probe's steps)
-    ("bsdcrypt.hosts.verbose", "bsdcrypt.hosts.open", "bsdcrypt.host", "bsdcrypt.verbose"),
+    ("bsdcrypt.hosts.verbose", "bsdcrypt.hosts.open"),
     # assessment, advice, planning, collecting others' output
-    ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.enable.plan", "bsdcrypt.plan", "bsdcrypt.userland",
+    ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.enable.plan", "bsdcrypt.userland",
      "bsdcrypt.analyze", "bsdcrypt.paste"),
     # acting on a host, measuring it, running a fleet
-    ("bsdcrypt.enable", "bsdcrypt.act", "bsdcrypt.bench", "bsdcrypt.fleet"),
-    # renderers (bsdcrypt.report, bsdcrypt.prometheus: re-exports of their old homes, for now)
-    ("bsdcrypt.render", "bsdcrypt.report", "bsdcrypt.prometheus"),
+    ("bsdcrypt.enable", "bsdcrypt.bench", "bsdcrypt.fleet"),
+    # renderers
+    ("bsdcrypt.render",),
     # the typer layer
-    ("bsdcrypt.cli", "bsdcrypt.commands", "bsdcrypt.__main__"),  # bsdcrypt.commands: re-exports, for now
+    ("bsdcrypt.cli", "bsdcrypt.__main__"),
 ]
-CLI = ("bsdcrypt.cli", "bsdcrypt.commands", "bsdcrypt.__main__")
+CLI = ("bsdcrypt.cli", "bsdcrypt.__main__")
 HOST_KINDS = {"bsdcrypt.recording": "ReplayHost", "bsdcrypt.ssh": "SSHHost", "bsdcrypt.ssh.host": "SSHHost",
               "bsdcrypt.hosts.local": "LocalHost"}
-HOST_FACTORY = {"bsdcrypt.hosts.open", "bsdcrypt.host", "bsdcrypt.ssh"}  # bsdcrypt.host: a re-export, for now
+HOST_FACTORY = {"bsdcrypt.hosts.open", "bsdcrypt.ssh"}
+# Where modules lived before issue 10 moved them (new home in the comment); names that moved out of a module.
+OLD_HOMES = {
+    "bsdcrypt.host": "hosts/",
+    "bsdcrypt.verbose": "hosts/verbose.py",
+    "bsdcrypt.report": "render/status.py",
+    "bsdcrypt.prometheus": "render/prometheus.py",
+    "bsdcrypt.plan": "enable/plan.py",
+    "bsdcrypt.act": "enable/act.py, enable/remote.py",
+    "bsdcrypt.commands": "cli/",
+    "bsdcrypt.bench.signals": "interrupts.py",
+}
+OLD_NAMES = {("bsdcrypt.fleet", "REMEDIES"): "errors.py"} | {
+    ("bsdcrypt.hostsfile", name): "hosts/spec.py" for name in ("SpecError", "MAX_NAME", "quote_value", "split_spec")
+}
 
 
 def module_name(path: Path) -> str:
@@ -175,6 +190,39 @@ def test_only_hosts_open_makes_hosts_of_every_kind() -> None:
         if kind is not None and kind in names
     ]
     assert not found, found
+
+
+def _python_files() -> Iterator[Path]:
+    root = PACKAGE.parent
+    for top in ("bsdcrypt", "tests", "benchmarks"):
+        yield from sorted((root / top).rglob("*.py"))
+
+
+def test_the_old_homes_of_moved_modules_are_gone() -> None:
+    still = [m for m in MODULES for old in OLD_HOMES if m == old or m.startswith(old + ".")]
+    assert not still, still
+    dirs = [old for old in OLD_HOMES if (PACKAGE.parent / old.replace(".", "/")).exists()]
+    assert not dirs, dirs
+
+
+def test_nothing_imports_an_old_home() -> None:
+    found = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[tuple[str, list[str]]] = []
+            if isinstance(node, ast.Import):
+                targets = [(a.name, []) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [a.name for a in node.names]
+                targets = [(node.module, names)] + [(f"{node.module}.{n}", []) for n in names]
+            for target, names in targets:
+                for old, new in OLD_HOMES.items():
+                    if target == old or target.startswith(old + "."):
+                        found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {target} (now {new})")
+                for (module, name), new in OLD_NAMES.items():
+                    if target == module and name in names:
+                        found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {module}.{name} (now {new})")
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize(

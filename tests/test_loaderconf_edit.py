@@ -12,7 +12,6 @@ from bsdcrypt.enable.plan import plan_disable
 from bsdcrypt.loaderconf import (
     EditError,
     FileEdit,
-    _verify_no_new_malformed,
     apply,
     damaged_markers,
     effective,
@@ -22,6 +21,7 @@ from bsdcrypt.loaderconf import (
     order_ambiguous,
     restore,
     set_yes,
+    verify_no_new_malformed,
 )
 from bsdcrypt.parsers.loaderconf import assignments, parse
 
@@ -168,7 +168,7 @@ def test_line_ending() -> None:
 
 def test_never_writes_a_malformed_line() -> None:
     with pytest.raises(EditError):
-        _verify_no_new_malformed(FileEdit(CONF, b"", b'aesni_load="YES" junk\n'))
+        verify_no_new_malformed(FileEdit(CONF, b"", b'aesni_load="YES" junk\n'))
 
 
 def test_diff_shows_missing_newline_and_crlf() -> None:

@@ -198,12 +198,12 @@ def test_crlf_file_ending_in_a_bare_cr_is_edited_not_refused() -> None:
 
 
 def test_a_new_malformed_line_is_still_refused() -> None:
-    from bsdcrypt.loaderconf import FileEdit, _verify_no_new_malformed
+    from bsdcrypt.loaderconf import FileEdit, verify_no_new_malformed
 
     with pytest.raises(EditError, match="line 3 would be malformed"):
-        _verify_no_new_malformed(FileEdit(CONF, b"a=1\r\njunk\r", b"a=1\r\njunk\r\nmore junk\r\n"))
+        verify_no_new_malformed(FileEdit(CONF, b"a=1\r\njunk\r", b"a=1\r\njunk\r\nmore junk\r\n"))
     with pytest.raises(EditError):  # the same malformed text once more is new too
-        _verify_no_new_malformed(FileEdit(CONF, b"junk\n", b"junk\njunk\n"))
+        verify_no_new_malformed(FileEdit(CONF, b"junk\n", b"junk\njunk\n"))
 
 
 def test_forth_crlf_loader_conf_cannot_be_made_effective() -> None:
@@ -360,7 +360,7 @@ def _tree(root: Path) -> None:
 
 
 def test_root_reader_follows_what_the_loader_reads(tmp_path: Path) -> None:
-    from bsdcrypt.enable.act import read_loader_files
+    from bsdcrypt.enable.remote import read_loader_files
 
     _tree(tmp_path)
     r = str(tmp_path)
@@ -374,7 +374,8 @@ def test_root_reader_follows_what_the_loader_reads(tmp_path: Path) -> None:
 
 
 def test_root_reader_never_leaves_the_root(tmp_path: Path) -> None:
-    from bsdcrypt.enable.act import ActError, read_loader_files
+    from bsdcrypt.enable.remote import read_loader_files
+    from bsdcrypt.errors import ActError
 
     _tree(tmp_path)
     (tmp_path / "etc" / "site.conf").unlink()
@@ -411,7 +412,7 @@ def test_a_named_fifo_or_device_is_never_read(tmp_path: Path) -> None:
     import os
     import subprocess
 
-    from bsdcrypt.enable.act import read_loader_files
+    from bsdcrypt.enable.remote import read_loader_files
     from bsdcrypt.probe import build_script, parse_output
 
     r = str(tmp_path)

@@ -119,7 +119,7 @@ def test_help_parsing_sees_what_the_cli_defines() -> None:
 
     from bsdcrypt import cli
 
-    cli._register_commands()
+    cli.register_commands()
     root = typer.main.get_command(cli.app)
     assert set(help_commands()) == set(root.commands)  # type: ignore[attr-defined]
     for name, command in root.commands.items():  # type: ignore[attr-defined]

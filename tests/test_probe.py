@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -156,14 +157,14 @@ def test_probe_terminated_mid_way_still_gives_the_finished_steps(monkeypatch: py
 def test_probe_killed_outright_reads_as_cut_off_not_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL takes dd's buffer with it; the first step was written on its own, so the output still has a
     complete frame and reads as cut off (analyze's `cut-off` row), never as `garbage`."""
-    from bsdcrypt.analyze import _from_bytes
+    from bsdcrypt.analyze import from_bytes
 
     token = "@@bsdcrypt-0123456789abcdef"
     _with_step(monkeypatch, "kldstat_v", "killed", "kill -KILL 0")
     writes, rc = _run_counting_writes(build_script(token))
     assert rc == -9
     assert list(parse_output(b"".join(writes), token).steps) == ["uname_s"]
-    got = _from_bytes(b"".join(writes), "host", "file", "file:probe.out", token)
+    got = from_bytes(b"".join(writes), "host", "file", "file:probe.out", token)
     assert got.error_kind == "cut-off" and got.evidence is None
 
 
@@ -209,3 +210,64 @@ def test_a_step_name_the_probe_never_gathers_is_a_bug_not_absent_evidence() -> N
             ev.step(typo)
     with pytest.raises(KeyError):
         ev.text("unamea")
+
+
+def test_every_step_name_constant_is_a_step_the_probe_gathers() -> None:
+    """Readers name steps by StepName, File and the *_step helpers: each must be what the probe frames."""
+    from bsdcrypt.probe import (
+        CRYPTO_DRIVERS,
+        MODULE_FILES,
+        OPENSSL_PROGRAMS,
+        PASTE_STEPS,
+        File,
+        StepName,
+        exists_step,
+        file_step,
+        is_step,
+        kldstat_m_step,
+        openssl_step,
+    )
+
+    gathered = set(gather(LocalHost()).steps)
+    names = {v for k, v in vars(StepName).items() if k.isupper()}
+    assert len(names) >= 20 and set(PASTE_STEPS) <= names
+    for name in names - set(PASTE_STEPS):
+        assert name in gathered, name
+    for name in PASTE_STEPS:  # only a paste gives them; the probe never runs them
+        assert name not in gathered and is_step(name)
+    paths = {v for k, v in vars(File).items() if k.isupper()}
+    assert paths == set(FILES)
+    for path in paths:
+        assert file_step(path) in gathered, path
+    for driver in CRYPTO_DRIVERS:
+        assert kldstat_m_step(driver) in gathered
+    for program in OPENSSL_PROGRAMS:
+        assert openssl_step(program) in gathered
+    for path in MODULE_FILES:
+        assert exists_step(path) in gathered
+    # every command step has its constant: no step is read by a bare string
+    assert {n for n, _ in STEPS} - names == {kldstat_m_step(d) for d in CRYPTO_DRIVERS} | {
+        openssl_step(p) for p in OPENSSL_PROGRAMS
+    }
+
+
+def test_file_step_and_dir_step_name_what_loader_conf_files_and_dirs_name(tmp_path: Path) -> None:
+    """The probe frames a file loader_conf_files names as file_step(path), a directory loader_conf_dirs
+    names as dir_step(path) and each *conf entry in it as file_step(entry)."""
+    from bsdcrypt.probe import dir_step, file_step
+
+    r = str(tmp_path)
+    (tmp_path / "boot" / "mine.d").mkdir(parents=True)
+    (tmp_path / "boot" / "site.conf").write_bytes(b"x=1\n")
+    (tmp_path / "boot" / "mine.d" / "a.conf").write_bytes(b"y=1\n")
+    (tmp_path / "boot" / "loader.conf").write_bytes(
+        f'loader_conf_files="{r}/boot/site.conf"\nloader_conf_dirs="{r}/boot/mine.d"\n'.encode()
+    )
+    # The probe reads absolute paths: run it with /boot moved under the temporary tree.
+    script = build_script("@@tok").replace(" /boot/", f" {r}/boot/").replace("'/boot/", f"'{r}/boot/")
+    out = subprocess.run(["sh"], input=script.encode(), capture_output=True, check=False, timeout=120).stdout
+    ev = parse_output(out, "@@tok")
+    assert ev.file(f"{r}/boot/site.conf") == b"x=1\n" and ev.steps[file_step(f"{r}/boot/site.conf")].ok
+    assert dir_step(f"{r}/boot/mine.d") in ev.steps
+    assert ev.steps[file_step(f"{r}/boot/mine.d/a.conf")].out == b"y=1\n"
+    assert ev.files_under(f"{r}/boot/mine.d") == [f"{r}/boot/mine.d/a.conf"]

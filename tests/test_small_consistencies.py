@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bsdcrypt.cli.bench import not_freebsd
+from bsdcrypt.bench.facts import not_freebsd
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.recording import ReplayHost, resolve_recording
 

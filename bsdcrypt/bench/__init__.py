@@ -12,7 +12,7 @@ which step failed. The sequence for one measurement of one target:
 
 The target "md" (no GELI) is the ceiling: what the same md device does without crypto.
 
-Safety rules, enforced in one place (`_Devices`):
+Safety rules, enforced in one place (`Devices`):
 * only md units this run created (the name mdconfig printed, `^md[0-9]+$`, not in the
   list taken before) are ever named in a command, and `.eli` only on top of those;
 * cleanup runs on success, on any failing step, on KeyboardInterrupt and on SIGTERM

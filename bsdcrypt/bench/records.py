@@ -1,4 +1,4 @@
-"""Saved bench records (`bench` JSON, ~/.local/share/bsdcrypt/bench) read back for `bench --compare`.
+"""Bench records (`bench` JSON, ~/.local/share/bsdcrypt/bench): saved after a run, read back for `bench --compare`.
 
 A record is untrusted input (it may be edited, truncated or not a record at all): every field is
 checked for its type, and a bad file is one BenchRecordError naming it, never a traceback.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,30 @@ TEXT_LIMIT = 256  # characters kept of one text field of a record (a host name i
 
 class BenchRecordError(BsdcryptError):
     pass
+
+
+def default_results_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "bsdcrypt" / "bench"
+
+
+def save_json(record: dict[str, Any], directory: Path, started: str, hostname: str | None, suffix: str = "") -> Path:
+    """Write a record as DIR/<UTC time>-<host><suffix>.json (never over an existing file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = re.sub(r"[^0-9T]", "", started.split("+")[0]) or "run"
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", hostname or "host")
+    path = directory / f"{stamp}-{host}{suffix}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = directory / f"{stamp}-{host}{suffix}-{n}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def save_record(result: BenchResult, directory: Path) -> Path:
+    """Write the run's JSON record as DIR/<UTC time>-<host>.json; returns the path."""
+    return save_json(result.to_record(), directory, result.started, result.host.hostname)
 
 
 def _str(value: Any) -> str | None:

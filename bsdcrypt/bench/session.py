@@ -114,7 +114,7 @@ def _first_line(res: RunResult) -> str:
     return f"exit status {res.rc}"
 
 
-class _Devices:
+class Devices:
     """The md units and .eli providers this run created: the only devices it may name."""
 
     def __init__(self) -> None:
@@ -150,7 +150,7 @@ class BenchSession:
     ) -> None:
         self.host = host
         self.params = params
-        self.devices = _Devices()
+        self.devices = Devices()
         self.step: str | None = None
         self.progress = progress or (lambda _msg: None)
         self.boottime: int | None = None

@@ -26,7 +26,7 @@ def controller_name() -> str:
 # This bsdcrypt process: a random run id, so that each of its state entries is its own beyond doubt.
 RUN_ID = secrets.token_hex(8)
 # Where a per-machine id may be read (systemd/dbus machine-id, FreeBSD's /etc/hostid), else one of our own.
-_MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id", "/etc/hostid")
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id", "/etc/hostid")
 
 
 @functools.cache
@@ -38,7 +38,7 @@ def controller_id() -> str:
     `$XDG_STATE_HOME/bsdcrypt/controller-id` (~/.local/state): another user on the same machine then
     counts as another controller, which only ever refuses. "-" if neither can be had.
     """
-    for path in _MACHINE_ID_FILES:
+    for path in MACHINE_ID_FILES:
         try:
             text = Path(path).read_text(encoding="ascii", errors="replace").strip()
         except OSError:

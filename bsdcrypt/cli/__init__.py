@@ -7,4 +7,3 @@ app.py         the app, main() (exit codes, signals, usage errors), command regi
 """
 
 from bsdcrypt.cli.app import *  # noqa: F403
-from bsdcrypt.cli.app import _register_commands as _register_commands  # tests register every command

@@ -79,7 +79,7 @@ def _root(
         enable()
 
 
-def _register_commands(argv: list[str] | None = None) -> None:
+def register_commands(argv: list[str] | None = None) -> None:
     """Register the commands of bsdcrypt/cli/<module>.py: only the one `argv` asks for, else all of them."""
     wanted = next((a for a in (argv or [])[1:] if not a.startswith("-")), None)
     if wanted in CORE_COMMANDS:
@@ -152,7 +152,7 @@ def main() -> None:
     from bsdcrypt.fsutil import GuardedStdout, OutputError, give_up_stdout
 
     _no_color()
-    _register_commands(sys.argv)
+    register_commands(sys.argv)
     _completion_script_request(sys.argv)
     # Every write to stdout goes through the guard: a full disk or a closed pipe is one line and its
     # own exit status (bsdcrypt.fsutil), not click's exit 1 (= warning) or a traceback.

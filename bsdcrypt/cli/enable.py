@@ -48,19 +48,21 @@ class _Hooks:
     def __init__(self, fmt: str, bench_html: str | None = None) -> None:
         self.fmt = fmt
         self.bench_html = bench_html
-        self.eb: Any = None  # --bench: bsdcrypt.cli.bench.EnableBench, made by bench_for
+        self.eb: Any = None  # --bench: bsdcrypt.enable.bench.EnableBench, made by bench_for
+        self.document: dict[str, Any] | None = None  # JSON with --bench: printed at the end, with "bench"
 
     def bench_for(self) -> Any:
-        from bsdcrypt.cli.bench import EnableBench
+        from bsdcrypt.enable.bench import EnableBench
+        from bsdcrypt.render.text import visible  # a bench error can quote host text
 
-        self.eb = EnableBench(self.fmt, html=self.bench_html)
+        self.eb = EnableBench(tell=lambda line: typer.echo(visible(line, None), err=True))
         return self.eb
 
     def show(self, plan: Plan, status: Status, root: str) -> None:
         if self.fmt == "json":
             doc = {"host": f"{status.host}:{root}" if root else status.host, "plan": plan_to_dict(plan)}
             if self.eb is not None:
-                self.eb.document = doc  # printed when enable is done, with the "bench" member
+                self.document = doc  # printed when enable is done, with the "bench" member
             else:
                 typer.echo(json.dumps(doc, indent=2))
         else:
@@ -91,6 +93,35 @@ class _Hooks:
         typer.echo("nothing changed.")
         return False
 
+    def bench_report(self) -> None:
+        """--bench, once the flow got to its end: the page (--bench-html) and, as text, the table."""
+        from bsdcrypt.render.bench import enable_bench_page, enable_bench_table
+
+        eb = self.eb
+        if eb is None or not eb.finished:
+            return
+        if self.bench_html:
+            page = enable_bench_page(eb)
+            if page is not None:
+                from bsdcrypt.cli.options import write_report
+
+                try:
+                    write_report(page, self.bench_html)
+                except OSError as exc:
+                    eb.errors.append(f"could not write {self.bench_html}: {exc}")
+                    typer.echo(f"bsdcrypt: could not write {self.bench_html}: {exc}", err=True)
+                else:
+                    if self.fmt == "text":
+                        typer.echo(f"bench report: {self.bench_html}")
+        if self.fmt == "text":
+            typer.echo(enable_bench_table(eb), nl=False)
+
+    def close(self) -> None:
+        """JSON with --bench: enable's document with the "bench" member, once, whatever happened."""
+        if self.eb is not None and self.document is not None:
+            doc, self.document = self.document, None
+            typer.echo(json.dumps({**doc, "bench": self.eb.to_dict()}, indent=2))
+
 
 def _execute(
     host_spec: str,
@@ -103,8 +134,9 @@ def _execute(
     bench: bool = False,
     bench_html: str | None = None,
 ) -> None:
-    from bsdcrypt.cli.options import fail
+    from bsdcrypt.cli.options import error_line, fail
     from bsdcrypt.enable.act import ActInterrupted
+    from bsdcrypt.enable.bench import EnableBenchInterrupted
     from bsdcrypt.hosts.open import parse_host_spec
 
     if fmt not in FORMATS:
@@ -114,14 +146,18 @@ def _execute(
     request = flow.Request(plan_for, root=root, dry_run=dry_run, yes=yes, bench=bench)
     try:
         code = flow.run(host, request, hooks, hooks.bench_for)
+        hooks.bench_report()
     except FlowError as exc:
         fail(str(exc), exc.code)
     except ActInterrupted as exc:  # what was put back, and the state of the file being written
         typer.echo(f"bsdcrypt: {exc}", err=True)
         raise typer.Exit(130) from exc
+    except EnableBenchInterrupted as exc:  # what the bench's cleanup did, and what enable had changed
+        typer.echo(error_line(exc.bench), err=True)
+        typer.echo(f"bsdcrypt: {exc.state}", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from exc
     finally:
-        if hooks.eb is not None:
-            hooks.eb.close()
+        hooks.close()
         host.close()
     raise typer.Exit(code)
 

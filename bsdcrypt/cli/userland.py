@@ -322,7 +322,8 @@ def _derive_prove_measure(
 def _plan_and_act(h: Any, out: Any, doc: dict[str, Any], system: str, unit: str, value: str | None,
                   files: list[tuple[str, bytes]], dry_run: bool, yes: bool, root: str, fmt: str) -> int:
     from bsdcrypt.cli.enable import plan_to_dict, render_plan
-    from bsdcrypt.enable.act import ActError, ActInterrupted, perform
+    from bsdcrypt.enable.act import ActInterrupted, perform
+    from bsdcrypt.errors import ActError
     from bsdcrypt.userland import plan as uplan
 
     if system == "sysv":

@@ -51,13 +51,13 @@ class Hooks(Protocol):
 
 
 class BenchHooks(Protocol):
-    """--bench: GELI-on-md measurements around the change (the CLI's EnableBench)."""
+    """--bench: GELI-on-md measurements around the change (bsdcrypt.enable.bench.EnableBench)."""
 
     def measure(self, host: Host, status: Status, phase: str, *, state: str) -> object: ...
 
-    def report(self, no_before: str | None) -> None: ...
+    def finish(self, why_no_before: str) -> None: ...
 
-    def no_before_reason(self, status: Status, *, loads_driver: bool, changes: bool) -> str | None: ...
+    def no_before_reason(self, status: Status, *, loads_driver: bool, changes: bool) -> str: ...
 
     def done(self, loads_driver: bool, persisted: bool) -> str: ...
 
@@ -73,7 +73,7 @@ class Request:
 
 def _root_input(host: Host, root: str, inp: PlanInput) -> tuple[PlanInput, int | None]:
     """What the system at --root DIR is (its release, product and kernel architecture), not the host's."""
-    from bsdcrypt.enable.act import read_root_system
+    from bsdcrypt.enable.remote import read_root_system
     from bsdcrypt.parsers.version import parse_release
     from bsdcrypt.platform import primary_driver
 
@@ -93,11 +93,13 @@ def _root_input(host: Host, root: str, inp: PlanInput) -> tuple[PlanInput, int |
 
 def one_write_per_file(host: Host, plan: Plan, files: list[tuple[str, bytes]], root: str, name: str) -> Plan:
     """Two names of one loader file (`loader.conf.local -> loader.conf`): written once, or refused
-    (exit 2) when that cannot give the planned value (act.merge_same_files). A recording has no
+    (exit 2) when that cannot give the planned value (plan.merge_same_files). A recording has no
     files to resolve: its plan is shown as it is."""
     if not plan.writes or not host.can_exec:
         return plan
-    from bsdcrypt.enable.act import ActError, merge_same_files, real_paths
+    from bsdcrypt.enable.plan import merge_same_files
+    from bsdcrypt.enable.remote import real_paths
+    from bsdcrypt.errors import ActError
 
     paths = [p for p, _ in files] + [w.edit.path for w in plan.writes]
     try:
@@ -110,7 +112,8 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
     """Everything before the plan is shown: (status, plan input, plan, the major release whose loader
     reads the files). Reads only."""
     from bsdcrypt.assess import assess
-    from bsdcrypt.enable.act import ActError, check_root, read_loader_files
+    from bsdcrypt.enable.remote import check_root, read_loader_files
+    from bsdcrypt.errors import ActError
     from bsdcrypt.loaderconf import EditError, files_from_evidence, read_by_loader
     from bsdcrypt.probe import gather
 
@@ -160,7 +163,7 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
 
 def reread(host: Host, inp: PlanInput, root: str, major: int | None) -> str:
     """After the write: is `<driver>_load="YES"` in effect, as the loader reads the files now?"""
-    from bsdcrypt.enable.act import read_loader_files
+    from bsdcrypt.enable.remote import read_loader_files
     from bsdcrypt.loaderconf import effective, read_by_loader
     from bsdcrypt.loadermodel import outcomes
 
@@ -199,7 +202,7 @@ def run(
         if bench is not None:
             # Compiled in, already loaded, or nothing to load: no "before"; report the absolute figure.
             bench.measure(host, status, "as it is", state="nothing was changed")
-            bench.report(bench.no_before_reason(status, loads_driver=False, changes=False))
+            bench.finish(bench.no_before_reason(status, loads_driver=False, changes=False))
         return EXIT_DONE
     if req.dry_run:
         hooks.note("dry run: nothing changed." + (" (--bench would measure before and after)" if req.bench else ""))
@@ -215,5 +218,5 @@ def run(
     if bench is not None:
         after = assess(gather(host), host.name, host.spec)
         bench.measure(host, after, "after", state=bench.done(loads_driver, bool(plan.writes)))
-        bench.report(bench.no_before_reason(status, loads_driver=loads_driver, changes=True))
+        bench.finish(bench.no_before_reason(status, loads_driver=loads_driver, changes=True))
     return EXIT_DONE

@@ -7,7 +7,6 @@ progress.py  the progress line on a terminal
 Rendering is in bsdcrypt.render.fleet. The names below are this package's API.
 """
 
-from bsdcrypt.errors import REMEDIES as REMEDIES  # re-exported from its old home, for now
 from bsdcrypt.fleet.progress import *  # noqa: F403
 from bsdcrypt.fleet.results import *  # noqa: F403
 from bsdcrypt.fleet.run import *  # noqa: F403

@@ -1,10 +1,14 @@
-"""bench's reports: the results table with a bar chart per direction, userland OpenSSL, the cleanup."""
+"""bench's reports: the results table with a bar chart per direction, userland OpenSSL, the cleanup,
+and enable --bench's before/after."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bsdcrypt.bench.model import MIB, BenchResult, Speedup, UserlandResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from bsdcrypt.enable.bench import EnableBench
 
 BAR_WIDTH = 40
 
@@ -174,3 +178,30 @@ def compare_document(runs: list[tuple[str, BenchResult]]) -> dict[str, Any]:
         "records": [{"file": path, **res.to_record()} for path, res in runs],
         "ratios_vs_first": ratios(runs),
     }
+
+
+def enable_bench_table(eb: EnableBench) -> str:
+    """`enable --bench` as text: the before/after table (or the one measurement there is), then
+    where the records were saved; "" when nothing was measured."""
+    saved = "".join(f"saved: {p}\n" for p in eb.saved)
+    if eb.after is not None:
+        return render_table(eb.after, eb.speedup) + saved
+    if eb.before is not None:
+        return render_table(eb.before) + "  no 'after' measurement (it failed; see above)\n" + saved
+    return ""
+
+
+def enable_bench_page(eb: EnableBench) -> str | None:
+    """--bench-html FILE: one page of the runs there are (before, after or as it is), the speedup and
+    its note; None when nothing was measured."""
+    from bsdcrypt.render.html import BenchRun, bench_page, speedup_texts
+
+    runs = [BenchRun(k := (r.context or "run").split(": ")[-1], r, key=k)
+            for r in (eb.before, eb.after) if r is not None]
+    if not runs:
+        return None
+    host = runs[0].result.host.hostname or "?"
+    note = eb.speedup.note if eb.speedup is not None else ""
+    return bench_page(runs, title=f"bsdcrypt enable --bench on {host}", command="enable --bench",
+                      source=host + "".join(f"; saved {p}" for p in eb.saved),
+                      ratios=[f"speedup, {t}" for t in speedup_texts(eb.speedup)], note=note)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from bsdcrypt.parsers.openssl_version import parse_version
-from bsdcrypt.probe import OPENSSL_PROGRAMS, Evidence
+from bsdcrypt.probe import OPENSSL_PROGRAMS, Evidence, StepName, openssl_step
 from bsdcrypt.status import CPUInfo, CryptoLibInfo, Finding, OverrideInfo, ServiceLinkInfo, Status, UserlandInfo
 from bsdcrypt.userland import ia32cap
 
@@ -32,7 +32,7 @@ def _text(ev: Evidence, name: str) -> str | None:
 
 def libraries(ev: Evidence) -> list[CryptoLibInfo] | None:
     """Each openssl program that answered; None when the probe had no such step (older recordings)."""
-    steps = [(p, ev.step(f"openssl:{p}")) for p in OPENSSL_PROGRAMS]
+    steps = [(p, ev.step(openssl_step(p))) for p in OPENSSL_PROGRAMS]
     if all(st is None for _, st in steps):
         return None
     out: list[CryptoLibInfo] = []
@@ -67,7 +67,7 @@ def program_for(libcrypto: str) -> str:
 
 
 def services(ev: Evidence) -> list[ServiceLinkInfo] | None:
-    text = _text(ev, "crypto_links")
+    text = _text(ev, StepName.CRYPTO_LINKS)
     if text is None:
         return None
     out: list[ServiceLinkInfo] = []
@@ -103,7 +103,7 @@ def _scope(path: str, text: str) -> tuple[str, str | None]:
 
 
 def overrides(ev: Evidence, detected: tuple[int, ...] | None, lib: ia32cap.Library | None) -> list[OverrideInfo] | None:
-    text = _text(ev, "ia32cap_overrides")
+    text = _text(ev, StepName.IA32CAP_OVERRIDES)
     if text is None:
         return None
     out: list[OverrideInfo] = []

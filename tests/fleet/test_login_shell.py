@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_act import require_tcsh
+from login_shells import require_tcsh
 
-from bsdcrypt.enable.act import read_loader_files, safe_write, undo_write
+from bsdcrypt.enable.act import safe_write, undo_write
+from bsdcrypt.enable.remote import read_loader_files
 from bsdcrypt.loaderconf import FileEdit
 
 from .conftest import require_sshd, start_or_skip

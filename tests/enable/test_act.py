@@ -1,4 +1,5 @@
-"""The act seam: the safe write for real on a temp dir (LocalHost + --root), kldload on a fake Host."""
+"""The act seam: the safe write and its undo for real on a temp dir (LocalHost + --root), all the files
+of a run or none, the lock; kldload and verify on a fake Host."""
 
 from __future__ import annotations
 
@@ -10,30 +11,19 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from freebsd_tree import add_kernel
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from login_shells import login_shells, require_tcsh
 
-from bsdcrypt.enable.act import ActError, kldload, perform, posix_cksum, read_loader_files, safe_write, verify
+from bsdcrypt.enable.act import kldload, perform, posix_cksum, safe_write, verify
 from bsdcrypt.enable.plan import PlanInput, plan_disable, plan_enable
+from bsdcrypt.enable.remote import read_loader_files
+from bsdcrypt.errors import ActError
 from bsdcrypt.hosts.base import RunResult
 from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loaderconf import EditError, FileEdit, effective, is_yes, restore, set_yes
 
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    (tmp_path / "boot" / "loader.conf.d").mkdir(parents=True)
-    return tmp_path
-
-
-def write(p: Path, data: bytes, mode: int = 0o644) -> None:
-    p.write_bytes(data)
-    p.chmod(mode)
-
-
-def backups(d: Path) -> list[Path]:
-    return sorted(d.glob("*.bsdcrypt-*"))
+from .conftest import backups, write
 
 
 @pytest.mark.parametrize("data", [b"", b"hi\n", bytes(range(256)) * 3])
@@ -241,24 +231,6 @@ def test_perform_disable_on_disk(root: Path) -> None:
     assert conf.read_bytes() == b"a=1"
 
 
-def test_root_never_follows_a_link_out_of_the_root(root: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    outside = tmp_path_factory.mktemp("host") / "hostname"
-    write(outside, b"the host's own file\n")
-    link = root / "boot" / "loader.conf.local"
-    link.symlink_to(os.path.relpath(outside, link.parent))  # relative, but climbs out of the root
-    with pytest.raises(ActError, match="outside"):
-        read_loader_files(LocalHost(), str(root))
-    write(root / "boot" / "loader.conf", b"a=1\n")
-    (edit,) = set_yes([(str(root / "boot" / "loader.conf"), b"a=1\n")], root=str(root))
-    link.unlink()
-    (root / "boot" / "loader.conf").unlink()
-    (root / "boot" / "loader.conf").symlink_to(outside)  # absolute: taken inside the root, which lacks it
-    with pytest.raises(ActError):
-        safe_write(LocalHost(), edit, root=str(root))
-    assert outside.read_bytes() == b"the host's own file\n"
-    assert not list(outside.parent.glob("*.bsdcrypt-*"))
-
-
 def test_a_failed_write_leaves_no_backup_or_temp_file(root: Path) -> None:
     conf = root / "boot" / "loader.conf"
     write(conf, b"a=1\n")
@@ -268,157 +240,6 @@ def test_a_failed_write_leaves_no_backup_or_temp_file(root: Path) -> None:
         safe_write(LocalHost(), edit, root=str(root))
     assert conf.read_bytes() == b"a=2\n"
     assert sorted(p.name for p in (root / "boot").iterdir() if p.name != ".bsdcrypt.lock") == ["loader.conf", "loader.conf.d"]
-
-
-@pytest.mark.parametrize(("version", "builtin"), [("13.2-RELEASE-p4", True), ("12.4-RELEASE-p9", False), (None, False)])
-def test_root_decides_from_the_release_of_the_system_at_root(root: Path, version: str | None, builtin: bool) -> None:
-    """freebsd-version(1) in the image says its release; 13.0+ GENERIC has aesni compiled in: nothing to
-    do (exit 0, like a running kernel with it compiled in), and --force writes the line anyway."""
-    from typer.testing import CliRunner
-
-    from bsdcrypt.cli import _register_commands, app
-
-    if version:
-        (root / "bin").mkdir()
-        # the line as bin/freebsd-version/freebsd-version.sh.in has it once built
-        (root / "bin" / "freebsd-version").write_text(f'#!/bin/sh\nUSERLAND_VERSION="{version}"\n')
-    else:
-        add_kernel(root)  # no userland to tell the release, but a FreeBSD kernel: release unknown
-    write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
-    _register_commands()
-    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
-    assert r.exit_code == 0, r.output
-    written = (root / "boot" / "loader.conf").read_bytes()
-    assert (b"aesni_load" in written) is not builtin
-    if builtin:
-        assert "--force" in r.output and "13.2-RELEASE-p4" in r.output
-        assert "GENERIC has aesni compiled in" in r.output and "nothing to change" in r.output
-        assert written == b'zfs_load="YES"\n' and not backups(root / "boot")
-        r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--force", "--root", str(root)])
-        assert r.exit_code == 0 and b'aesni_load="YES"' in (root / "boot" / "loader.conf").read_bytes()
-
-
-def test_root_before_13_writes_loader_conf_not_loader_conf_d(root: Path) -> None:
-    from typer.testing import CliRunner
-
-    from bsdcrypt.cli import _register_commands, app
-
-    (root / "bin").mkdir()
-    (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.4-RELEASE-p9"\n')
-    write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
-    write(root / "boot" / "loader.conf.d" / "aesni.conf", b'aesni_load="YES"\n')  # 12.x never reads it
-    _register_commands()
-    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
-    assert r.exit_code == 0, r.output
-    assert (root / "boot" / "loader.conf").read_bytes().endswith(b'aesni_load="YES" # bsdcrypt enable: added\n')
-    assert (root / "boot" / "loader.conf.d" / "aesni.conf").read_bytes() == b'aesni_load="YES"\n'
-
-
-def test_root_hardenedbsd_image_needs_no_line_and_a_link_loop_is_an_error(root: Path) -> None:
-    from typer.testing import CliRunner
-
-    from bsdcrypt.cli import _register_commands, app
-
-    _register_commands()
-    (root / "bin").mkdir()
-    (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.1-STABLE-HBSD"\n')
-    write(root / "boot" / "loader.conf", b"")
-    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
-    assert r.exit_code == 0 and "HARDENEDBSD" in r.output and "nothing to change" in r.output
-    assert (root / "boot" / "loader.conf").read_bytes() == b""
-    (root / "boot" / "loader.conf").unlink()
-    (root / "boot" / "loader.conf").symlink_to("loop1")
-    (root / "boot" / "loop1").symlink_to("loader.conf")
-    with pytest.raises(ActError, match="loop"):
-        read_loader_files(LocalHost(), str(root))
-
-
-def test_enable_refuses_a_huge_loader_conf(root: Path) -> None:
-    from typer.testing import CliRunner
-
-    from bsdcrypt.cli import _register_commands, app
-
-    _register_commands()
-    write(root / "boot" / "loader.conf", b"# x\n" * 300_000)
-    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
-    assert r.exit_code == 3 and "limit 1 MiB" in r.output
-
-
-def test_root_takes_the_driver_from_the_image_kernel(root: Path) -> None:
-    """An arm64 image edited on an amd64 machine gets armv8crypto_load (ELF e_machine 0xb7)."""
-    from typer.testing import CliRunner
-
-    from bsdcrypt.cli import _register_commands, app
-
-    _register_commands()
-    (root / "bin").mkdir()
-    (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.4-RELEASE"\n')
-    (root / "boot" / "kernel").mkdir()
-    (root / "boot" / "kernel" / "kernel").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(11) + b"\xb7\x00" + bytes(40))
-    write(root / "boot" / "loader.conf", b"")
-    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--root", str(root)])
-    assert r.exit_code == 0, r.output
-    assert (root / "boot" / "loader.conf").read_bytes() == b'armv8crypto_load="YES" # bsdcrypt enable: added\n'
-
-
-OPNSENSE_CORE = """{
-    "product_abi": "22.1",
-    "product_arch": "amd64",
-    "product_flavour": "OpenSSL",
-    "product_id": "opnsense",
-    "product_name": "OPNsense",
-    "product_version": "22.1.10"
-}
-"""
-
-
-@pytest.mark.parametrize(
-    ("files", "variant", "advice"),
-    [
-        ({"etc/platform": "pfSense\n", "etc/version": "2.4.5-RELEASE\n"}, "pfsense", "Cryptographic & Thermal"),
-        ({"usr/local/opnsense/version/core": OPNSENSE_CORE}, "opnsense", "Cryptography settings"),
-        ({"usr/local/opnsense/version/opnsense": OPNSENSE_CORE}, "opnsense", "Cryptography settings"),  # < 21.x
-        ({"etc/platform": "OPNsense\n"}, "opnsense", "Cryptography settings"),  # old OPNsense
-        ({"etc/version": "TrueNAS-13.0-U6.1 (4fd6fc7c8f)\n"}, "truenas", "System > Tunables"),
-        ({"etc/version": "FreeNAS-11.3-U5\n"}, "freenas", "System > Tunables"),
-        ({}, None, ""),
-    ],
-    ids=["pfsense", "opnsense-core", "opnsense-old", "opnsense-platform", "truenas", "freenas", "freebsd"],
-)
-def test_root_appliance_is_told_by_its_own_files(root: Path, files: dict[str, str], variant: str | None, advice: str) -> None:
-    """An appliance image under --root is refused with its own setting, like a running appliance."""
-    from typer.testing import CliRunner
-
-    from bsdcrypt.cli import _register_commands, app
-    from bsdcrypt.enable.act import read_root_system
-
-    (root / "bin").mkdir()
-    (root / "bin" / "freebsd-version").write_text('#!/bin/sh\nUSERLAND_VERSION="12.2-RELEASE-p14"\n')
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    write(root / "boot" / "loader.conf", b'zfs_load="YES"\n')
-    system = read_root_system(LocalHost(), str(root))
-    assert (system.release, system.variant) == ("12.2-RELEASE-p14", variant)
-    _register_commands()
-    r = CliRunner().invoke(app, ["enable", "--persist", "--yes", "--force", "--root", str(root)])
-    if variant is None:
-        assert r.exit_code == 0, r.output
-        return
-    assert r.exit_code == 2, r.output
-    assert "generates /boot/loader.conf itself" in r.output and advice in r.output
-    assert (root / "boot" / "loader.conf").read_bytes() == b'zfs_load="YES"\n' and not backups(root / "boot")
-
-
-def test_read_root_system_without_version_files(root: Path) -> None:
-    assert read_root_system_of(root) == (None, None, None)  # no freebsd-version, no kernel, no product
-
-
-def read_root_system_of(root: Path) -> tuple[str | None, str | None, str | None]:
-    from bsdcrypt.enable.act import read_root_system
-
-    s = read_root_system(LocalHost(), str(root))
-    return s.release, s.arch, s.variant
 
 
 # ---- owner kept, all-or-nothing, read-only file systems, the lock ---------------------------------
@@ -751,19 +572,6 @@ def test_property_the_backup_equals_the_original_byte_for_byte(data: bytes, mode
 # ---- the one remote command line, whatever the login shell ------------------------------------------
 
 
-def require_tcsh() -> str:
-    path = shutil.which("tcsh") or shutil.which("csh")
-    if path:
-        return path
-    if os.environ.get("BSDCRYPT_REQUIRE_TCSH") == "1":
-        pytest.fail("BSDCRYPT_REQUIRE_TCSH=1 but tcsh is missing (apt install tcsh)")
-    pytest.skip("tcsh not installed")
-
-
-def _login_shells() -> list[str | None]:
-    return [None, *(s for s in ("/bin/sh", shutil.which("bash")) if s)]
-
-
 @settings(max_examples=30, deadline=None)
 @given(data=st.binary(max_size=2000))
 def test_the_input_reaches_the_command_byte_for_byte(data: bytes) -> None:
@@ -771,7 +579,7 @@ def test_the_input_reaches_the_command_byte_for_byte(data: bytes) -> None:
 
     script = stdin_script("cat", data)
     assert script.isascii() and b"\x00" not in script  # nothing a shell could mangle
-    for shell in _login_shells():
+    for shell in login_shells():
         res = LocalHost(shell).run("cat; printf 'rc'", input=data)
         assert res.rc == 0 and res.stdout == data + b"rc"
 
@@ -915,88 +723,6 @@ def test_sigterm_on_the_second_write_puts_the_first_back(root: Path) -> None:
     assert str(exc.value).startswith(f"interrupted (SIGTERM): put back {first} as it was; {second} may or may not")
     assert first.read_bytes() == b'aesni_load="no"\n' and second.read_bytes() == b'aesni_load="NO"\n'
     assert signal.getsignal(signal.SIGTERM) == before  # handler restored
-
-
-# ---- two names of one loader file ------------------------------------------------------------------
-
-
-def _apply(files: list[tuple[str, bytes]], real: dict[str, str], plan: object) -> list[tuple[str, bytes]]:
-    """What the host holds after the plan's writes, read back through every name."""
-    disk = {real[p]: d for p, d in files}
-    for w in plan.writes:  # type: ignore[attr-defined]
-        disk[real[w.edit.path]] = w.edit.after
-    return [(p, disk[real[p]]) for p, _ in files]
-
-
-_ALIAS_LINES = st.sampled_from(
-    [b'aesni_load="NO"', b'aesni_load="YES"', b"aesni_load=no", b"# c", b"", b"a=1", b'aesni_load="NO" # x']
-)
-
-
-@settings(max_examples=150, deadline=None)
-@given(lines=st.lists(_ALIAS_LINES, max_size=5), other=st.lists(_ALIAS_LINES, max_size=3), alias=st.sampled_from(
-    ["local", "confd", "both"]))
-def test_property_two_names_of_one_file_round_trip_or_are_refused(
-    lines: list[bytes], other: list[bytes], alias: str
-) -> None:
-    """loader.conf.local (and/or a loader.conf.d file) a link to loader.conf: enable then disable gives the
-    original back, with one write per real file, or enable is refused."""
-    from bsdcrypt.enable.act import merge_same_files
-
-    conf, local, confd = "/r/boot/loader.conf", "/r/boot/loader.conf.local", "/r/boot/loader.conf.d/x.conf"
-    data = b"\n".join(lines) + b"\n"
-    files = [(conf, data), (confd, data if alias in ("confd", "both") else b"\n".join(other) + b"\n"),
-             (local, data if alias in ("local", "both") else b"")]
-    real = {conf: conf, confd: conf if alias in ("confd", "both") else confd, local: conf if alias != "confd" else local}
-    inp = PlanInput(driver="aesni", state="loaded", attached=True, accelerates_aes=True, is_root=True)
-    try:
-        enable = merge_same_files(plan_enable(inp, files, persist=True, root="/r"), files, real, "aesni_load")
-    except (ActError, EditError):
-        return
-    assert len({real[w.edit.path] for w in enable.writes}) == len(enable.writes)  # one write per real file
-    after = _apply(files, real, enable)
-    assert is_yes(effective(after, "aesni_load"))
-    disable = merge_same_files(plan_disable(after), after, real, "aesni_load")  # never refused after an enable
-    assert len({real[w.edit.path] for w in disable.writes}) == len(disable.writes)
-    assert _apply(after, real, disable) == files
-
-
-def test_a_link_between_loader_files_is_written_once_and_round_trips_on_disk(root: Path) -> None:
-    conf = root / "boot" / "loader.conf"
-    write(conf, b'zfs_load="YES"\naesni_load="NO"\n')
-    (root / "boot" / "loader.conf.local").symlink_to("loader.conf")
-    from bsdcrypt.enable.act import merge_same_files, real_paths
-
-    host = LocalHost()
-    inp = PlanInput(driver="aesni", state="loaded", attached=True, accelerates_aes=True, is_root=True)
-    for make in (lambda f: plan_enable(inp, f, persist=True, root=str(root)), plan_disable):
-        files = read_loader_files(host, str(root))
-        real = real_paths(host, [p for p, _ in files], str(root))
-        assert set(real.values()) == {str(conf)}
-        plan = merge_same_files(make(files), files, real, "aesni_load")
-        assert len(plan.writes) == 1 and any("are one file" in n and "twice" in n for n in plan.notes)
-        perform(host, plan, root=str(root))
-    assert conf.read_bytes() == b'zfs_load="YES"\naesni_load="NO"\n'
-    assert (root / "boot" / "loader.conf.local").is_symlink()
-
-
-def test_two_names_of_one_file_that_cannot_hold_are_refused() -> None:
-    from bsdcrypt.enable.act import merge_same_files
-    from bsdcrypt.enable.plan import Plan, WriteFile
-
-    conf, local, confd = "/r/boot/loader.conf", "/r/boot/loader.conf.local", "/r/boot/loader.conf.d/x.conf"
-    yes = b'aesni_load="YES"\n'
-    files = [(conf, yes), (confd, yes), (local, b"")]
-    real = {conf: conf, confd: conf, local: local}
-    twice = Plan([WriteFile(FileEdit(conf, yes, b"a=1\n"), "w"), WriteFile(FileEdit(confd, yes, b"b=2\n"), "w")])
-    with pytest.raises(ActError, match=rf"^{conf} and {confd} are one file \({conf}\): the change would write it twice"):
-        merge_same_files(twice, files, real, "aesni_load")
-    # planned per name: loader.conf emptied, the loader.conf.d name still saying YES; but it is the same file
-    lost = Plan([WriteFile(FileEdit(conf, yes, b""), "w")])
-    with pytest.raises(ActError, match=r"so the loader reads it twice, and the change would not give aesni_load"):
-        merge_same_files(lost, files, real, "aesni_load")
-    separate = {conf: conf, confd: confd, local: local}
-    assert merge_same_files(lost, files, separate, "aesni_load") is lost  # no shared file: the plan as it is
 
 
 def test_lockf_keeps_its_lock_file() -> None:
