@@ -363,10 +363,13 @@ def _driver_infos(
 #   main from Sept 2021 (ossl.4 @197ff4c3, 14.0): AES-CBC when ossl_cpuid() finds AES (x86: the AESNI
 #   CPUID bit; arm64: HWCAP_AES); 14.0 amd64: AES-GCM when the CPU has AVX+PCLMULQDQ+MOVBE or
 #   VAES+VPCLMULQDQ (ossl_x86.c; FreeBSD-EN-23:17.ossl fixed it in 14.0). Never AES-XTS, GELI's default.
-# Whether stable/13 (13.1+) got AES-CBC is not verified, nor when 14-CURRENT did: accelerates_aes is None.
-# (Checked: freebsd-src's ossl.c @ed0f7721 has no cipher but ChaCha20; a later tree @298b6a0e has
-# ossl_lookup_cipher's CRYPTO_AES_CBC case and ossl_aes.c, but nothing in it tells main from stable/13;
-# no releng/13.x or stable/13 copy of sys/crypto/openssl was reachable. See docs/notes.md, issue 15.)
+# Whether stable/13 (13.1+) got AES-CBC is not verified, nor exactly when 14-CURRENT did: accelerates_aes
+# is None there. (Checked: freebsd-src's ossl.c @ed0f7721 has no cipher but ChaCha20; a later tree @298b6a0e
+# has ossl_lookup_cipher's CRYPTO_AES_CBC case and ossl_aes.c, but nothing in it tells main from stable/13;
+# ossl.4 of a 14.0-CURRENT tree (Nevuqe/nqc @c74f302d, newvers.sh 14.0-CURRENT) is dated September 24, 2021
+# and lists AES-CBC without AES-GCM, so main had it from about then; no releng/13.x or stable/13 copy of
+# sys/crypto/openssl and no 13.x ossl.4 was reachable; the 13.1 release notes do not name ossl. See
+# docs/notes.md, issue 15.)
 OSSL_BASE = (
     "ChaCha20", "ChaCha20-Poly1305", "Poly1305", "SHA1", "SHA1-HMAC", "SHA2-224", "SHA2-224-HMAC",
     "SHA2-256", "SHA2-256-HMAC", "SHA2-384", "SHA2-384-HMAC", "SHA2-512", "SHA2-512-HMAC",

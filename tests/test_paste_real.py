@@ -82,6 +82,13 @@ CASES: dict[str, dict[str, Any]] = {
         release="14.2-RELEASE", arch="amd64", ident="GENERIC", aesni=True, sha=True, vm=False, hv=None,
         driver="aesni", state="builtin", attached=True, compiled_in=True, at_boot=True, persisted=True,
         geli={}, others={}, absent=["driver-unknown", "persist-unknown"], verdict="ok"),
+    # 15.0-CURRENT GENERIC arm64 on a Raspberry Pi 5 (Cortex-A76, unlike the Pi 4's A72, has the crypto
+    # extensions: ISAR0 AES+PMULL, SHA1, SHA2): armv8crypto compiled into arm64 GENERIC and attached
+    # before the root mount, so builtin and persisted. arm64 has no CPUID HV bit: VM or not stays unknown.
+    "freebsd-ask-15.0-current-arm64-rpi5-armv8crypto.txt": dict(
+        release="15.0-CURRENT", arch="aarch64", ident="GENERIC", aesni=True, sha=True, vm=None,
+        driver="armv8crypto", state="builtin", attached=True, compiled_in=True, at_boot=True, persisted=True,
+        others={}, geli={}, absent=["cpu-no-aesni", "driver-unknown"], verdict="ok"),
     # Five device lines of a VMware guest's dmesg.boot: the virtual NVMe disk's vendor string names VMware;
     # no banner, CPU or driver lines, so the release, AES-NI and the driver stay unknown.
     "freebsd-ask-vmware-nvme-disk-excerpt.txt": dict(
@@ -94,6 +101,20 @@ CASES: dict[str, dict[str, Any]] = {
         release="11.1-RELEASE-p7", arch="amd64", ident="pfSense", aesni=True, sha=False, vm=True, hv="xen",
         driver="aesni", state="unknown", compiled_in=None, persisted=None, findings=["driver-unknown"],
         absent=["vm-hides-aesni", "cpu-no-aesni"], verdict="unknown"),
+    # Plain 11.1 GENERIC on EC2 (Xen 4.2 HVM): the XEN line and the XenVMMXenVMM CPUID origin name Xen;
+    # Xen passes AES-NI through (AESNI next to HV), no SHA. The excerpt ends before the devices, so
+    # whether aesni.ko (not in 11.x GENERIC) was loaded is unknown, not "missing".
+    "bsdploy115-11.1-ec2-xen-4.2-xenvmm-excerpt.txt": dict(
+        release="11.1-RELEASE", arch="amd64", ident="GENERIC", aesni=True, sha=False, vm=True, hv="xen",
+        driver="aesni", state="unknown", at_boot=None, persisted=None, findings=["driver-unknown"],
+        absent=["vm-hides-aesni", "not-loaded-at-boot", "driver-not-loaded"], verdict="unknown"),
+    # Plain 10.3 GENERIC on EC2 (Xen 4.2): the banner and the XEN line, then the author's snip. Xen is
+    # certain; the CPU block was cut, so AES-NI is unknown, and 10.x GENERIC lacks aesni, so whether
+    # aesni.ko was loaded is unknown too (no complete boot: the snip proves nothing).
+    "nomadlogic-10.3-ec2-xen-4.2-banner-excerpt.txt": dict(
+        release="10.3-RELEASE", arch="amd64", ident="GENERIC", aesni=None, vm=True, hv="xen", driver="aesni",
+        state="unknown", at_boot=None, persisted=None, findings=["driver-unknown"],
+        absent=["not-loaded-at-boot", "cpu-no-aesni"], verdict="unknown"),
     # Hyper-V masks AESNI (Features2 only SSE3,CX16,HV): no driver can help; the advice names Hyper-V's
     # processor compatibility setting, not a generic "CPU passthrough".
     "hyperv-12.1-rbxcloud-e5-2673v3-aesni-hidden-excerpt.txt": dict(
