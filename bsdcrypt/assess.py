@@ -113,8 +113,9 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
         return status
 
     status.os = _os_info(ev, sysctl, dmesg, uname_s)
-    status.cpu = _cpu_info(ev, sysctl, dmesg, status.os.arch)
-    drivers = _driver_infos(ev, sysctl, dmesg, status.os, status.cpu)
+    dev = _sysctl_dev(ev)
+    status.cpu = _cpu_info(ev, sysctl, dev, dmesg, status.os.arch)
+    drivers = _driver_infos(ev, dev, dmesg, status.os, status.cpu)
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
     status.persist = _persist_info(ev, status.driver, status.cpu, status.os, dmesg)
@@ -235,7 +236,9 @@ def _machine_arch(machine: str | None) -> str | None:
     return {"arm64": "aarch64"}.get(machine or "", machine)
 
 
-def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str | None) -> CPUInfo:
+def _cpu_info(
+    ev: Evidence, sysctl: dict[str, str], dev: dict[str, str], dmesg: DmesgBoot, arch: str | None
+) -> CPUInfo:
     cpu = dmesg.cpu
     aes: bool | None = None
     sha: bool | None = None
@@ -257,7 +260,7 @@ def _cpu_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, arch: str 
         if msg.driver in ("aesni", "armv8crypto") and msg.attached:
             aes = any(a.startswith("AES") for a in msg.algorithms) if aes is None else aes
             sha = any(a.startswith("SHA") for a in msg.algorithms) if sha is None else sha
-    desc = sysctl.get("dev.aesni.0.%desc") or _sysctl_dev(ev).get("dev.aesni.0.%desc")
+    desc = sysctl.get("dev.aesni.0.%desc") or dev.get("dev.aesni.0.%desc")
     if desc:
         aes = aes or "AES-" in desc
         sha = sha or "SHA" in desc
@@ -331,10 +334,9 @@ def in_generic(
 
 
 def _driver_infos(
-    ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, os: OSInfo, cpu: CPUInfo
+    ev: Evidence, dev: dict[str, str], dmesg: DmesgBoot, os: OSInfo, cpu: CPUInfo
 ) -> list[DriverInfo]:
     kld = parse_kldstat(_raw(ev, StepName.KLDSTAT_V)) if ev.step(StepName.KLDSTAT_V) is not None else []
-    dev = _sysctl_dev(ev)
     primary = primary_driver(os.arch)
     if primary is None and os.arch is None:
         # architecture not shown (a kldstat paste): aesni.ko exists only on x86, armv8crypto on arm64

@@ -91,6 +91,8 @@ def _fleet_audit(
     output: str | None,
     quiet: bool,
 ) -> int:
+    import gc
+
     from bsdcrypt import fleet
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.hostsfile import read_hosts
@@ -118,6 +120,10 @@ def _fleet_audit(
     auditor = fleet.Auditor(options)
     auditor.prepare(entries, strict=True)  # a bad --ssh-config is one error, not a row per host
     progress = fleet.Progress(len(entries), enabled=None if not quiet else False)
+    # paramiko and the assessment make many short-lived objects a host: with the default threshold
+    # (700) the cycle collector ran ~180 times in a 500-host run, 0.26-0.30 ms a host; with 20,000
+    # ~60 times, 0.19-0.21 ms (measured with gc.callbacks; peak RSS unchanged, 61 MB).
+    gc.set_threshold(20_000, 20, 20)
     # Duplicates are what ssh would connect to, not the text: each line's config is looked up by its
     # worker, under the host's deadline (a slow `Match exec` cannot stall the run before it starts).
     run = fleet.run_fleet(entries, options, progress, auditor, dedupe=True)

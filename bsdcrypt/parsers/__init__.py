@@ -13,5 +13,8 @@ _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
 def clean_text(text: str) -> str:
     """Undo the usual capture damage: HTML `<br />` line breaks, NULs and literal `\\000`."""
-    text = _BR.sub("\n", text)
-    return text.replace("\\000", "").replace("\x00", "")
+    if "<b" in text or "<B" in text:  # the regex is slow on long texts (dmesg.boot): only where it can match
+        text = _BR.sub("\n", text)
+    if "\\000" in text:
+        text = text.replace("\\000", "")
+    return text.replace("\x00", "") if "\x00" in text else text

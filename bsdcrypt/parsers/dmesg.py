@@ -62,27 +62,82 @@ _VM_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"<(?:BOCHS|QEMU)\b|\bBXPC(?:APIC|RSDT)\b"), "qemu"),
 )
 _VM_FIRST = frozenset("<AXHvpx")
+# Every match of a _VM_HINTS pattern holds one of these or starts its line with one of VM_LINE_STARTS
+# (tests/parsers/test_dmesg.py checks it): the lines _vm_hint is tried on.
+VM_LITERALS = ("VBOX", "VMware", "Parallels", "BOCHS", "QEMU", "BXPC")
+VM_LINE_STARTS = ("vboxguest", "vmci", "pvscsi", "XEN: ", "xenpci", "xn", "Hyper-V", "vmbus")
 # First characters of every line the loop in parse_dmesg looks at after the banner:
 # HardenedBSD/Hypervisor, Copyright/CPU, Features/Features2, Structured, Instruction, GEOM_ELI,
 # Trying to mount root, real/avail memory, and the drivers.
 _FIRST_CHARS = frozenset("HCFSIGTra" + "".join(d[0] for d in DRIVERS))
 _MAX_WRAP = 6  # continuation lines joined onto a wrapped bit-field line
+# A line that may carry a msgbuf or syslog prefix: "[", or a capital and two characters, then a space.
+_PREFIXED = re.compile(r"\n(?:\[|[A-Z][^\n]{2} )")
+# parse_dmesg's lines: those holding what a branch looks for anywhere in the line, and those whose
+# stripped text starts as a branch needs it (a superset: the loop decides).
+_LOOKED_FOR = ("BSD ", _ROOT_MOUNT, *VM_LITERALS)
+_LINE_STARTS = re.compile(
+    r"\n[^\S\n]*(?:real memory|avail memory|GEOM_ELI: |Features|HardenedBSD|Copyright|CPU|Structured|Instruction|"
+    r"Hypervisor|" + "|".join((*DRIVERS, *VM_LINE_STARTS)) + ")"
+)
 
 
-def _kernel_lines(text: str) -> list[str]:
-    """Lines of kernel output with msgbuf/syslog prefixes removed; other syslog lines dropped."""
-    out: list[str] = []
-    for raw in clean_text(text).splitlines():
-        # The regexes only run on lines that can match them (a msgbuf prefix starts with "[",
-        # a syslog time stamp with "Mmm " ): most lines of a dmesg.boot cost no regex at all.
-        line = _MSGBUF.sub("", raw, count=1) if raw[:1] == "[" else raw
-        tagged = _syslog(line) if line[3:4] == " " and "A" <= line[:1] <= "Z" else None
-        if tagged is not None:
-            tag, line = tagged
-            if tag != "kernel":
-                continue
-        out.append(line.rstrip())
+def _kernel_lines(text: str) -> tuple[list[str], str]:
+    """Lines of kernel output with msgbuf/syslog prefixes removed; other syslog lines dropped.
+    Also the lines joined by newlines (for the searches that find which lines to read)."""
+    lines = clean_text(text).splitlines()
+    joined = "\n".join(lines)
+    # Only a line starting with "[" (msgbuf prefix) or "Mmm " (syslog time stamp) can change; a regex
+    # that starts at a newline finds them at C speed (most texts have none, or a few).
+    found = _lines_with(joined, (), _PREFIXED)
+    if not found:
+        return lines, joined
+    kept: list[str | None] = list(lines)
+    for i in found:
+        kept[i] = _kernel_line(lines[i])
+    lines = [line for line in kept if line is not None]
+    return lines, "\n".join(lines)
+
+
+def _kernel_line(raw: str) -> str | None:
+    """One line without its msgbuf or syslog prefix; None for a syslog line of another program."""
+    line = _MSGBUF.sub("", raw, count=1) if raw[:1] == "[" else raw
+    tagged = _syslog(line) if line[3:4] == " " and "A" <= line[:1] <= "Z" else None
+    if tagged is not None:
+        tag, line = tagged
+        if tag != "kernel":
+            return None
+    return line.rstrip()
+
+
+def _line_numbers(text: str, positions: list[int]) -> list[int]:
+    """The number of the line (0-based, split at newlines) each position is on; positions ascending."""
+    out: list[int] = []
+    line = prev = 0
+    for pos in positions:
+        line += text.count("\n", prev, pos)
+        prev = pos
+        out.append(line)
     return out
+
+
+def _lines_with(text: str, literals: tuple[str, ...], starts: re.Pattern[str] | None = None) -> dict[int, int]:
+    """{line number: offset of a hit in it}, ascending, for the lines of `text` that hold one of
+    `literals` or whose start `starts` matches at a newline (or at the text's start): the few lines
+    of a long text worth a look, found at C speed (str.find; a regex led by a literal newline)."""
+    found: list[int] = []
+    for lit in literals:
+        at = text.find(lit)
+        while at >= 0:
+            found.append(at)
+            at = text.find(lit, at + 1)
+    if starts is not None:  # `starts` begins with a newline: the first line is tried with one before it
+        end = text.find("\n")
+        if starts.match("\n" + (text if end < 0 else text[:end])):
+            found.append(0)
+        found += [m.start() + 1 for m in starts.finditer(text)]
+    found.sort()
+    return dict(zip(_line_numbers(text, found), found, strict=True)) if found else {}
 
 
 def _syslog(line: str) -> tuple[str, str] | None:
@@ -99,16 +154,15 @@ def _syslog(line: str) -> tuple[str, str] | None:
     return None
 
 
-def _boot_starts(lines: list[str]) -> list[int]:
-    """Indexes where a boot starts.
+def _boot_starts(lines: list[str], marked: dict[int, int]) -> list[int]:
+    """Indexes where a boot starts (`marked`: the lines holding a marker or "Copyright").
 
     A `---<<BOOT>>---` marker starts a boot; so does a copyright banner, unless it is the first
     banner after a marker (KDB/WARNING lines may sit in between) or continues a banner group.
     """
     starts: list[int] = []
     banner_in_boot = False
-    # Only lines holding a marker or "Copyright" can start a boot; the rest are skipped at C speed.
-    for i in [i for i, line in enumerate(lines) if _BOOT_MARK in line or "Copyright" in line]:
+    for i in marked:  # only these can start a boot; the other lines were skipped at C speed
         s = lines[i].strip()
         if _BOOT_MARK in s:
             starts.append(i)
@@ -188,12 +242,15 @@ def _vm_hint(line: str) -> str | None:
 
 def parse_dmesg(text: str) -> DmesgBoot:
     """Parse a kernel message buffer; only the last boot counts. Never raises."""
-    lines = _kernel_lines(text)
-    starts = _boot_starts(lines)
+    lines, joined = _kernel_lines(text)
+    marked = _lines_with(joined, (_BOOT_MARK, "Copyright"))
+    starts = _boot_starts(lines, marked)
     first = starts[0] if starts else len(lines)
     head_has_content = any(_looks_kernel(line) for line in lines[:first])
     boots = len(starts) + (1 if head_has_content else 0)
     body = lines[starts[-1]:] if starts else lines
+    # the last boot's text, from the start of its first line
+    body_text = joined[joined.rfind("\n", 0, marked[starts[-1]]) + 1:] if starts else joined
 
     banner: str | None = None
     os_name: str | None = None
@@ -214,12 +271,13 @@ def parse_dmesg(text: str) -> DmesgBoot:
     vm_hint: str | None = None
     vm_hint_text: str | None = None
 
-    for i, raw in enumerate(body):
-        line = raw.strip()
+    # Only the lines that hold what a branch below needs ("BSD ", a hypervisor's name, the root
+    # mount) or start as one of them; the rest of a long dmesg is skipped at C speed.
+    for i in _lines_with(body_text, _LOOKED_FOR, _LINE_STARTS):
+        line = body[i].strip()
         if not line:
             continue
-        # Each regex below is anchored; a cheap str test that every match must pass comes
-        # first, so most lines of a long dmesg cost no regex at all.
+        # Each regex below is anchored; a cheap str test that every match must pass comes first.
         if banner is None and "BSD " in line:
             m = _BANNER.match(line)
             if m:

@@ -19,7 +19,7 @@ from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_contex
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
 from bsdcrypt.ssh.proxy import ProxyCommandExited, ProxyCommandSocket
-from bsdcrypt.ssh.transport import _CIPHERS, _DeadlinePacketizer, _host_key_algorithms, _WireSocket
+from bsdcrypt.ssh.transport import _CIPHERS, _DeadlinePacketizer, _host_key_algorithms, _Transport, _WireSocket
 
 # paramiko logs handshake failures with tracebacks; our callers get one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -309,7 +309,7 @@ class SSHHost:
             ctx.known_hosts.load(path)
         known = ctx.known_hosts.lookup(t.known_hosts_name)
         wire: Any = _WireSocket(sock) if isinstance(sock, socket.socket) else sock
-        transport = paramiko.Transport(wire)
+        transport = _Transport(wire)
         if isinstance(wire, _WireSocket):
             # paramiko's thread wakes every 0.1 s to poll for a close: ~10 GIL round trips per second per
             # host in flight, for nothing (deadlines are the worker's; abort and close shut the socket

@@ -220,3 +220,46 @@ def test_never_raises_fragments(parts: list[str]) -> None:
 @given(st.binary())
 def test_never_raises_bytes(data: bytes) -> None:
     parse_dmesg(data.decode("utf-8", errors="replace"))
+
+
+def test_vm_hint_lines_are_all_found() -> None:
+    """parse_dmesg tries _vm_hint only on lines holding a VM_LITERALS string or starting with a
+    VM_LINE_STARTS one: every alternative of every hint pattern must hold one of them."""
+    from bsdcrypt.parsers import dmesg
+
+    def alternatives(pattern: str) -> list[str]:  # split at the top-level "|" only
+        out, depth, start = [], 0, 0
+        for i, c in enumerate(pattern):
+            depth += {"(": 1, ")": -1}.get(c, 0)
+            if c == "|" and depth == 0:
+                out.append(pattern[start:i])
+                start = i + 1
+        return [*out, pattern[start:]]
+
+    for pattern, _ in dmesg._VM_HINTS:
+        for alt in alternatives(pattern.pattern):
+            anchored = alt.startswith("^") and alt[1:].startswith(dmesg.VM_LINE_STARTS)
+            assert anchored or any(lit in alt for lit in dmesg.VM_LITERALS), alt
+
+
+@pytest.mark.parametrize("fixture", ["hyperv-13.0-p4-i7-11375h.txt", "veertu-10.2-i7-4770hq-two-boots.txt",
+                                     "opnsense21.1-xen-viridian-i3-7130u.txt"])
+def test_line_breaks_prefixes_and_indentation_change_nothing(fixture: str) -> None:
+    """The lines worth a look are found by searching the whole text: \\r\\n line ends, a msgbuf prefix
+    on every line, indentation and trailing blanks must give what the plain text gives."""
+    text = load("dmesg", fixture)
+    plain = parse_dmesg(text)
+    lines = text.splitlines()
+    assert parse_dmesg("\r\n".join(lines) + "\r\n") == plain
+    assert parse_dmesg("".join(f"[{i}] {line}\n" for i, line in enumerate(lines))) == plain
+    moved = parse_dmesg("\n".join(f"  {line}  \t" for line in lines))
+    assert moved.cpu == plain.cpu and moved.drivers == plain.drivers and moved.vm_hint == plain.vm_hint
+
+
+def test_vm_hint_is_the_first_matching_line() -> None:
+    text = ("---<<BOOT>>---\nFreeBSD 13.2-RELEASE GENERIC amd64\nada0: <QEMU HARDDISK 2.5+> ATA-7 device\n"
+            "vboxguest0: <VirtualBox Guest Service> port 0xd020-0xd03f\n")
+    d = parse_dmesg(text)
+    assert (d.vm_hint, d.vm_hint_text) == ("qemu", "ada0: <QEMU HARDDISK 2.5+> ATA-7 device")
+    d = parse_dmesg(text.replace("<QEMU HARDDISK 2.5+>", "<WDC WD10EZEX>"))
+    assert d.vm_hint == "vbox"
