@@ -316,3 +316,53 @@ def test_userland_page(browser: Browser, tmp_path: Path) -> None:
     assert visible(HOSTILE_NAME) in b.js("return document.title") and b.js("return window.__pwned === undefined")
     assert_clean(b, url)
     b.screenshot("userland.png")
+
+
+def test_many_rows_sort_and_filter_across_bodies(browser: Browser, tmp_path: Path) -> None:
+    """250 hosts: the rows are in <tbody>s of ROWS_PER_BODY; sorting orders them across the bodies,
+    filtering moves the rows shown to the first bodies and hides the empty ones, clearing restores
+    every row; a row scrolled to far down is laid out and painted."""
+    from test_render_html import results_from
+
+    base = results_from(sorted(FIXTURES.glob("*.yaml")))
+    results = []
+    for i in range(250):
+        r = base[i % len(base)]
+        entry = type(r.entry)(spec=f"root@h{i:03d}.example.org", source=f"hosts.txt:{i + 1}",
+                              host=f"h{i:03d}.example.org", user="root")
+        results.append(fleet.HostResult(entry, r.status, r.elapsed, r.error, r.error_kind))
+    run = fleet.FleetRun(results, 1.0, 8, 30.0)
+    path = tmp_path / "many.html"
+    path.write_text(html.fleet_page(run, title="many", source="hosts.txt", command="fleet-audit"))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    b.wait(lambda d: not d.execute_script("return document.getElementById('controls').hidden"))
+    per = html.ROWS_PER_BODY
+    bodies = "Array.from(document.querySelectorAll('#host-table tbody'))"
+    assert b.js(f"return {bodies}.map(t => t.rows.length)") == [per, per, 250 - 2 * per]
+    click(b, "th[data-col='0'] button")
+    b.wait(lambda d: d.execute_script("return document.querySelector(\"th[data-col='0']\").ariaSort") == "ascending")
+    assert [r["hk"] for r in visible_rows(b)] == list(range(250))
+    assert b.js(f"return {bodies}.map(t => t.rows.length)") == [per, per, 250 - 2 * per]
+    from selenium.webdriver.common.by import By
+
+    box = b.driver.find_element(By.ID, "filter")
+    box.send_keys("opnsense")
+    want = sum(1 for r in run.results if "opnsense" in " ".join(fleet_render.row(r).values()).lower())
+    assert 0 < want < per
+    b.wait(lambda d: len(visible_rows(b)) == want)
+    shown = b.js(f"return {bodies}.map(t => [t.hidden, Array.from(t.rows).filter(r => !r.hidden).length])")
+    assert shown == [[False, want], [True, 0], [True, 0]]  # packed into the first body
+    assert [r["hk"] for r in visible_rows(b)] == sorted(r["hk"] for r in visible_rows(b))  # still sorted
+    from selenium.webdriver.common.keys import Keys
+
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.BACKSPACE)
+    b.wait(lambda d: len(visible_rows(b)) == 250)
+    assert [r["hk"] for r in visible_rows(b)] == list(range(250))
+    assert b.js(f"return {bodies}.every(t => !t.hidden)")
+    last = "document.querySelector('#host-table tbody:last-of-type tr:last-child')"
+    b.js(f"{last}.scrollIntoView()")
+    b.wait(lambda d: d.execute_script(f"return {last}.getBoundingClientRect().height") > 10)
+    assert_clean(b, url)
