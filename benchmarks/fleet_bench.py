@@ -117,6 +117,35 @@ def expected_statuses(recs: list[Path], roots: dict[Path, Path]) -> tuple[
     return expected, newer
 
 
+# Run in a subprocess with an older tree first on sys.path: that tree's own expected_statuses (its
+# probe, parsers and golden files) for the same roots, as JSON on stdout.
+_EXPECTED_BY_TREE = """
+import json, sys
+from pathlib import Path
+tree = Path(sys.argv[1])
+sys.path[:0] = [str(tree), str(tree / "benchmarks")]
+import fleet_bench
+roots = {Path(r): Path(root) for r, root in json.loads(sys.argv[2]).items()}
+recs = sorted(tree / "fixtures" / "hosts" / r.name for r in roots)
+expected, _ = fleet_bench.expected_statuses(recs, {tree / "fixtures" / "hosts" / r.name: v for r, v in roots.items()})
+print(json.dumps({r.stem: v for r, v in expected.items()}))
+"""
+
+
+def expected_by_tree(tree: Path, roots: dict[Path, Path]) -> dict[str, dict[str, Any]] | None:
+    """What the tree at `tree` must report for each root (by recording name), from its own
+    expected_statuses; None if that tree's benchmark has none (then its golden files are used)."""
+    bench = tree / "benchmarks" / "fleet_bench.py"
+    if not bench.exists() or "def expected_statuses" not in bench.read_text():
+        return None
+    known = {str(r): str(root) for r, root in roots.items() if (tree / "fixtures" / "hosts" / r.name).exists()}
+    arg = json.dumps(known)
+    out = subprocess.run([sys.executable, "-c", _EXPECTED_BY_TREE, str(tree), arg], capture_output=True, text=True,
+                         check=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    doc: dict[str, dict[str, Any]] = json.loads(out.stdout)
+    return doc
+
+
 def _strip(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in ("host", "source", "fleet")}
 
@@ -221,6 +250,7 @@ def run(args: argparse.Namespace) -> None:
         if tree is not None:
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "bsdcrypt"), str(tree / "benchmarks")],
                            check=True, env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    before_expected = expected_by_tree(before_dir, roots) if before_dir is not None else None
     results: list[dict[str, Any]] = []
     closed = work / "hosts-closed.txt"
     closed.write_text(f"{fleet.user}@{fleet.closed_addr}:{fleet.port}\n")
@@ -252,9 +282,12 @@ def run(args: argparse.Namespace) -> None:
             hosts = work / f"hosts-{n}.txt"
             hosts.write_text("".join(f"{fleet.spec(a)}\n" for a in addrs))
             expect = {a: expected[rec_of[a]] for a in addrs}
-            # An older tree is held to its own golden statuses (its probe may lack today's newer steps).
-            expect_before = {a: _strip(json.loads((before_dir / "fixtures" / "golden" / f"{rec_of[a].stem}.json")
-                                                  .read_text())) for a in addrs} if before_dir else {}
+            # An older tree is held to what it expects of these hosts itself (its probe may lack today's
+            # newer steps): its own expected_statuses, or its golden files if its benchmark has none.
+            own = before_expected or {}
+            expect_before = {a: own[rec_of[a].stem] if rec_of[a].stem in own else
+                             _strip(json.loads((before_dir / "fixtures" / "golden" / f"{rec_of[a].stem}.json")
+                                               .read_text())) for a in addrs} if before_dir else {}
             for rnd in range(args.rounds):
                 for name, (cmd, cwd) in tools(hosts, work / "report.json").items():
                     (work / "report.json").unlink(missing_ok=True)

@@ -304,3 +304,43 @@ def test_bench_o_to_a_fifo_writes_in_place(host: ScriptedHost, tmp_path: Path) -
     reader.join(timeout=60)
     assert res.exit_code == 0, res.output
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and b"bsdcrypt_bench_iops" in got[0]
+
+
+def test_userland_html_charts_each_cipher_as_is_and_masked(
+    host: ScriptedHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench --userland -f html`: one page with a bar per cipher as OpenSSL runs it and with AES-NI
+    masked, the ratio, the advice; `--cleanup -f html` is refused in one line."""
+    from test_render_html import Page
+
+    from bsdcrypt.hosts.base import RunResult
+
+    scripted = host._execute
+
+    def execute(kind: str, command: str) -> RunResult:
+        return RunResult(0, _openssl_output(command)) if kind == "openssl" else scripted(kind, command)
+
+    monkeypatch.setattr(host, "_execute", execute)
+    out = tmp_path / "userland.html"
+    res = runner.invoke(app, ["bench", "--userland", "-f", "html", "-o", str(out), "--save", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    record = json.loads(next(tmp_path.glob("*-userland.json")).read_text())
+    text = out.read_text()
+    page = Page(text)
+    labels = [n["text"] for n in page.find("text", "lb")]
+    tds = [n["text"] for n in page.find("td")]
+    rows = {tds[i]: tds[i:i + 4] for i in range(0, len(tds), 4)}  # cipher, MiB/s, masked, ratio
+    assert set(rows) == {c["cipher"] for c in record["ciphers"]}
+    for c in record["ciphers"]:  # a bar for each figure there is; a cipher without one is a "-" row
+        assert (c["cipher"] in labels) == (c["bytes_per_s"] is not None)
+        assert (f"{c['cipher']}, AES-NI masked" in labels) == (c["masked_bytes_per_s"] is not None)
+        if c["bytes_per_s"] is None:
+            assert rows[c["cipher"]][1:] == ["-", "-", "-"]
+    gcm = next(c for c in record["ciphers"] if c["cipher"] == "aes-128-gcm")
+    assert gcm["masked_bytes_per_s"]
+    assert rows["aes-128-gcm"][3] == f"{gcm['bytes_per_s'] / gcm['masked_bytes_per_s']:.1f}x"
+    assert record["prefer"] in text and "bench --userland" in text
+    assert page.find("script") and "unsafe" not in text
+    res = runner.invoke(app, ["bench", "--cleanup", "-f", "html", "-o", str(tmp_path / "c.html")])
+    assert res.exit_code == 3 and res.stderr.count("\n") == 1 and "--cleanup has no HTML report" in res.stderr
+    assert not (tmp_path / "c.html").exists()

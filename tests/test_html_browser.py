@@ -26,6 +26,7 @@ from htmlcheck import (
 from test_render_html import results_from
 
 from bsdcrypt import fleet
+from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.render import fleet as fleet_render
 from bsdcrypt.render import html
 from bsdcrypt.render.html import visible
@@ -107,6 +108,15 @@ def test_fleet_report_sorts_and_filters_offline(browser: Browser, fleet_file: tu
 
     click(b, "#host-table tbody tr a")  # the host link opens its details
     b.wait(lambda d: d.execute_script("return document.querySelector(location.hash).closest('details').open"))
+    # opened, the details show each finding they link to whole, its remedy with a copy button
+    shown = ("const d = document.querySelector(location.hash).closest('details');"
+             "const ids = Array.from(d.querySelectorAll('p.kv a')).map(a => a.textContent);"
+             "const items = Array.from(d.querySelectorAll('ol li')).filter(li => li.querySelector('pre button.copy'));"
+             "return [ids.length, ids.every(id => items.some(li => li.querySelector('code').textContent === id))];")
+    b.wait(lambda d: d.execute_script(shown)[1])
+    if b.js(shown)[0] == 0:  # the first host shares nothing: look at one that does
+        b.js("location.hash = document.querySelector('#details p.kv a').closest('details').querySelector('summary').id")
+        b.wait(lambda d: d.execute_script(shown)[0] > 0 and d.execute_script(shown)[1])
     assert_clean(b, url.split("#")[0])
     shot = b.screenshot("fleet.png")
     width, height = png_size(shot)
@@ -212,3 +222,147 @@ def test_the_csp_is_in_force(browser: Browser, fleet_file: tuple[Path, fleet.Fle
     assert b.js("return window.__pwned === undefined")
     blocked = [m for m in b.console() if "Content Security Policy" in m.get("message", "")]
     assert len(blocked) >= 2, blocked
+
+
+def test_print_shows_every_detail_in_light_colours(browser: Browser, fleet_file: tuple[Path, fleet.FleetRun]) -> None:
+    """Printed (print media emulated, the screen's scheme dark): no controls, no copy buttons, a white
+    background, the closed details' facts and every row laid out."""
+    path, run = fleet_file
+    b = browser
+    b.open(path)
+    b.wait(lambda d: not d.execute_script("return document.getElementById('controls').hidden"))
+    closed = "document.querySelector('#details details:not([open]) p.kv')"
+    assert b.js(f"return {closed}.checkVisibility()") is False  # on screen, closed is closed
+    b.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+        "media": "print", "features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    try:
+        assert b.js(f"return {closed}.checkVisibility()") is True
+        assert b.js(f"return {closed}.getBoundingClientRect().height") > 0
+        assert b.js("return document.getElementById('controls').checkVisibility()") is False
+        assert b.js("return Array.from(document.querySelectorAll('button.copy')).some(x => x.checkVisibility())") \
+            is False
+        for css in ("html", "header.top", "#hosts", "#host-table tbody tr"):
+            assert b.js(f"return getComputedStyle(document.querySelector('{css}')).backgroundColor") in (
+                "rgb(255, 255, 255)", "rgba(0, 0, 0, 0)"), css
+        skipped = b.js("return Array.from(document.querySelectorAll('#host-table tbody, #details details'))"
+                       ".filter(x => getComputedStyle(x).contentVisibility !== 'visible').length")
+        assert skipped == 0
+    finally:
+        b.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "", "features": []})
+
+
+def test_values_at_the_field_caps_stay_inside_the_page(browser: Browser, tmp_path: Path) -> None:
+    """A host whose name, CPU string and findings are far past the per-field cap: the page shows each
+    cut at the cap with its marker, and nothing makes the page wider than the window."""
+    run = fleet.FleetRun(capped_results(), 0.1, 1, 1.0)
+    path = tmp_path / "caps.html"
+    path.write_text(html.fleet_page(run, title="caps", source="hosts.txt", command="fleet-audit"))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    b.js("location.hash = '#d0'")
+    b.wait(lambda d: d.execute_script("return document.querySelectorAll('#d0 ~ ol li pre').length") > 0)
+    page = b.js("return document.body.innerText")
+    assert "more characters]" in page
+    width = b.js("return window.innerWidth")
+    assert b.js("return document.documentElement.scrollWidth") <= width
+    widest = b.js("return Math.max(...Array.from(document.querySelectorAll('#host-table tr, #details details, "
+                  "#findings li')).map(x => x.getBoundingClientRect().right))")
+    assert widest <= width
+    assert_clean(b, url.split("#")[0])
+    b.screenshot("caps.png")
+
+
+def capped_results() -> list[fleet.HostResult]:
+    """Two real recordings with host text made ten times the cap: a name with no break opportunity,
+    a CPU model, a finding's message and remedy."""
+    from test_render_html import results_from
+
+    results = results_from([FIXTURES / "freebsd-12.2-bhyve-geli-software-aesni-kldloaded.yaml",
+                            FIXTURES / "freebsd-13.0-hyperv-builtin.yaml"])[:2]
+    long = html.FIELD_LIMIT * 10
+    s = results[0].status
+    s.host = "h" * long
+    s.cpu.model = "Intel(R) " * (long // 9)
+    f = s.findings[0]
+    s.findings[0] = type(f)(f.id, f.severity, "m" * long, "geli attach " + "x" * long)
+    entry = HostEntry(spec=f"root@{s.host}", source="hosts.txt:1", host=s.host, user="root")
+    return [fleet.HostResult(entry, s, 0.01), results[1]]
+
+
+def test_userland_page(browser: Browser, tmp_path: Path) -> None:
+    """`bench --userland -f html` from real `openssl speed` captures: bars drawn (masked AES-GCM
+    shorter than as is), no console message, no request."""
+    from test_bench_cli import _openssl_output
+
+    from bsdcrypt.bench.model import HostFacts
+    from bsdcrypt.bench.openssl import userland
+    from bsdcrypt.hosts.base import RunResult
+
+    class Captured:
+        def run(self, command: str, timeout: float = 0) -> RunResult:
+            return RunResult(0, _openssl_output(command))
+
+    u = userland(Captured())  # type: ignore[arg-type]
+    host = HostFacts(hostname=HOSTILE_NAME, release="14.1-RELEASE", arch="amd64", cpu_model=HOSTILE_CPU, ncpu=4)
+    path = tmp_path / "userland.html"
+    path.write_text(html.userland_page(u, host, source="local"))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    bars = b.js("return Object.fromEntries(Array.from(document.querySelectorAll('svg.chart g')).map("
+                "g => [g.querySelector('text.lb').textContent, g.querySelector('rect').getBBox().width]))")
+    assert 0 < bars["aes-128-gcm, AES-NI masked"] < bars["aes-128-gcm"]
+    assert visible(HOSTILE_NAME) in b.js("return document.title") and b.js("return window.__pwned === undefined")
+    assert_clean(b, url)
+    b.screenshot("userland.png")
+
+
+def test_many_rows_sort_and_filter_across_bodies(browser: Browser, tmp_path: Path) -> None:
+    """250 hosts: the rows are in <tbody>s of ROWS_PER_BODY; sorting orders them across the bodies,
+    filtering moves the rows shown to the first bodies and hides the empty ones, clearing restores
+    every row; a row scrolled to far down is laid out and painted."""
+    from test_render_html import results_from
+
+    base = results_from(sorted(FIXTURES.glob("*.yaml")))
+    results = []
+    for i in range(250):
+        r = base[i % len(base)]
+        entry = type(r.entry)(spec=f"root@h{i:03d}.example.org", source=f"hosts.txt:{i + 1}",
+                              host=f"h{i:03d}.example.org", user="root")
+        results.append(fleet.HostResult(entry, r.status, r.elapsed, r.error, r.error_kind))
+    run = fleet.FleetRun(results, 1.0, 8, 30.0)
+    path = tmp_path / "many.html"
+    path.write_text(html.fleet_page(run, title="many", source="hosts.txt", command="fleet-audit"))
+    b = browser
+    b.console(), b.requests()
+    url = b.open(path)
+    b.wait(lambda d: not d.execute_script("return document.getElementById('controls').hidden"))
+    per = html.ROWS_PER_BODY
+    bodies = "Array.from(document.querySelectorAll('#host-table tbody'))"
+    assert b.js(f"return {bodies}.map(t => t.rows.length)") == [per, per, 250 - 2 * per]
+    click(b, "th[data-col='0'] button")
+    b.wait(lambda d: d.execute_script("return document.querySelector(\"th[data-col='0']\").ariaSort") == "ascending")
+    assert [r["hk"] for r in visible_rows(b)] == list(range(250))
+    assert b.js(f"return {bodies}.map(t => t.rows.length)") == [per, per, 250 - 2 * per]
+    from selenium.webdriver.common.by import By
+
+    box = b.driver.find_element(By.ID, "filter")
+    box.send_keys("opnsense")
+    want = sum(1 for r in run.results if "opnsense" in " ".join(fleet_render.row(r).values()).lower())
+    assert 0 < want < per
+    b.wait(lambda d: len(visible_rows(b)) == want)
+    shown = b.js(f"return {bodies}.map(t => [t.hidden, Array.from(t.rows).filter(r => !r.hidden).length])")
+    assert shown == [[False, want], [True, 0], [True, 0]]  # packed into the first body
+    assert [r["hk"] for r in visible_rows(b)] == sorted(r["hk"] for r in visible_rows(b))  # still sorted
+    from selenium.webdriver.common.keys import Keys
+
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.BACKSPACE)
+    b.wait(lambda d: len(visible_rows(b)) == 250)
+    assert [r["hk"] for r in visible_rows(b)] == list(range(250))
+    assert b.js(f"return {bodies}.every(t => !t.hidden)")
+    last = "document.querySelector('#host-table tbody:last-of-type tr:last-child')"
+    b.js(f"{last}.scrollIntoView()")
+    b.wait(lambda d: d.execute_script(f"return {last}.getBoundingClientRect().height") > 10)
+    assert_clean(b, url)

@@ -34,14 +34,18 @@ class Page(HTMLParser):
         self.done: list[dict[str, Any]] = []
         self.feed(text)
 
-    def _close_td(self) -> None:
-        """</td> is optional in HTML (the report leaves it out): a new cell or the row's end closes it."""
-        if self.stack and self.stack[-1]["tag"] == "td":
-            self.handle_endtag("td")
+    def _close(self, *tags: str) -> None:
+        """</td> and </tr> are optional in HTML (the report leaves them out): a new cell closes a cell, a
+        new row or the body's end closes the row (and its last cell)."""
+        for tag in tags:
+            if self.stack and self.stack[-1]["tag"] == tag:
+                self.handle_endtag(tag)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "td":
-            self._close_td()
+            self._close("td")
+        elif tag == "tr":
+            self._close("td", "tr")
         self.elements.append((tag, dict(attrs)))
         if tag not in ("meta", "br", "input", "path", "rect", "col"):
             self.stack.append({"tag": tag, "attrs": dict(attrs), "text": ""})
@@ -53,7 +57,9 @@ class Page(HTMLParser):
         if tag in ("meta", "br", "input", "path", "rect", "col"):
             return
         if tag == "tr":
-            self._close_td()
+            self._close("td")
+        elif tag in ("tbody", "table"):
+            self._close("td", "tr")
         node = self.stack.pop()
         assert node["tag"] == tag, f"</{tag}> closes <{node['tag']}>"
         self.done.append(node)
@@ -104,11 +110,33 @@ def test_every_row_of_the_text_table_in_its_order(recordings_run: fleet.FleetRun
 
 
 def test_every_finding_has_its_remedy_in_a_copyable_block(recordings_run: fleet.FleetRun, page_text: str) -> None:
+    """A finding several hosts have word for word is listed once with its remedy in a <pre>, and each
+    of those hosts' details links to it (class by severity); a finding only one host has is in its
+    details, whole, with its remedy in a <pre>."""
     page = Page(page_text)
-    remedies = [n["text"] for n in page.find("pre")]
-    expected = [f.remedy for r in fleet_render.sort_results(recordings_run.results) for f in r.status.findings]
-    assert remedies == [visible(x) for x in expected]
-    assert len(page.find("details")) == len(recordings_run.results)
+    legend = {n["attrs"]["id"]: n["text"] for n in page.find("li") if (n["attrs"].get("id") or "").startswith("f")}
+    ordered = fleet_render.sort_results(recordings_run.results)
+    findings = [(f.id, f.severity, f.message, f.remedy) for r in ordered for f in r.status.findings]
+    shared = {k for k in findings if findings.count(k) > 1}
+    own = [k for k in findings if k not in shared]
+    assert shared and own  # the recordings have both kinds
+    assert len(legend) == len(shared) and len(page.find("pre")) == len(shared) + len(own)
+    details = page.find("details")
+    assert len(details) == len(ordered)
+    links = iter(n["attrs"] for n in page.find("a") if (n["attrs"].get("href") or "").startswith("#f"))
+    for node, r in zip(details, ordered, strict=True):
+        for f in r.status.findings:
+            key = (f.id, f.severity, f.message, f.remedy)
+            if key in shared:
+                link = next(links)
+                text = legend[(link["href"] or "")[1:]]
+                assert link["class"] == f"b-{f.severity}" and f.id in text
+            else:
+                text = node["text"]
+            assert visible(f.message) in text and visible(f.remedy) in text
+    assert next(links, None) is None
+    for key in shared:  # printed once, however many hosts have it (and one <pre> per entry, above)
+        assert sum(visible(key[2]) in n["text"] for n in page.find("li")) == 1
 
 
 def test_tiles_and_charts_count_the_hosts(recordings_run: fleet.FleetRun, page_text: str) -> None:

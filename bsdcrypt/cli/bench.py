@@ -204,8 +204,8 @@ def register(app: typer.Typer) -> None:
             fail("--userland has no Prometheus metrics; use --format json or yaml")
         if cleanup and fmt == "prometheus":
             fail("--cleanup has no Prometheus metrics; use --format table, json or yaml")
-        if (userland or cleanup) and fmt == "html":
-            fail(f"{'--userland' if userland else '--cleanup'} has no HTML report; use --format table, json or yaml")
+        if cleanup and fmt == "html":  # it removes leftovers and says so in a line: nothing to chart or hand on
+            fail("--cleanup has no HTML report (it says in a line what it removed); use --format table, json or yaml")
         if host.startswith("replay:"):
             fail("bench measures a live host (local or over SSH); a recording cannot run commands")
         if output is not None and output != "-":
@@ -241,6 +241,10 @@ def register(app: typer.Typer) -> None:
                         typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
                 if fmt == "table":
                     text = render_userland(u) + (f"saved: {where}\n" if where else "")
+                elif fmt == "html":
+                    from bsdcrypt.render.html import userland_page
+
+                    text = userland_page(u, facts, source=h.spec, saved=str(where) if where else "")
                 else:
                     text = _dump(dataclasses.asdict(u), fmt)
                 write_report(text, output)

@@ -33,7 +33,7 @@ from bsdcrypt.render.text import visible as text_visible
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-    from bsdcrypt.bench.model import BenchResult, Speedup
+    from bsdcrypt.bench.model import BenchResult, HostFacts, Speedup, UserlandResult
     from bsdcrypt.fleet.results import FleetRun, HostResult
     from bsdcrypt.status import Status
 
@@ -42,6 +42,8 @@ VERDICTS = ("critical", "warning", "unknown", "ok")
 FACT_WIDTH = 12  # the details' key column, in characters (CSS: .kv b {width: 12ch}); continuations indent as far
 DRIVER_STATES = ("builtin", "loaded", "not-loaded", "no-device", "missing", "unknown")
 FIELD_LIMIT = 1024  # characters of one host-supplied value the page shows; the rest is named, not shown
+ROWS_PER_BODY = 100  # the host table's rows per <tbody>: the browser lays out only the bodies in view
+SEVERITY_ORDER = ("critical", "warning", "unknown", "info")
 
 
 def visible(value: object, limit: int = FIELD_LIMIT) -> str:
@@ -225,6 +227,29 @@ def host_view(r: HostResult, index: int) -> dict[str, Any]:
     }
 
 
+def finding_legend(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every finding that more than one host has word for word (id, severity, message and remedy
+    alike) once, with the number of hosts that have it: most severe first, then the most hosts.
+    Those hosts' findings become references into it (`ref`: the entry's number), so a remedy that
+    3,000 hosts share is printed once; a finding only one host has keeps `ref` None and is printed
+    in that host's details."""
+    seen: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for h in hosts:
+        for f in h["findings"]:
+            key = (f["id"], f["severity"], f["message"], f["remedy"])
+            entry = seen.setdefault(key, {**f, "hosts": 0})
+            entry["hosts"] += 1
+    rank = {sev: i for i, sev in enumerate(SEVERITY_ORDER)}
+    legend = sorted((e for e in seen.values() if e["hosts"] > 1),
+                    key=lambda e: (rank.get(e["severity"], len(rank)), -e["hosts"], e["id"], e["message"]))
+    for n, entry in enumerate(legend):
+        entry["n"] = n
+    for h in hosts:
+        for f in h["findings"]:
+            f["ref"] = seen[(f["id"], f["severity"], f["message"], f["remedy"])].get("n")
+    return legend
+
+
 # ---------------------------------------------------------------------------- charts
 
 
@@ -339,6 +364,8 @@ def fleet_page(run: FleetRun, *, title: str, source: str, command: str) -> str:
         totals=totals,
         charts=fleet_charts(run.results) if n > 1 else [],
         hosts=hosts,
+        legend=finding_legend(hosts),
+        rows_per_body=ROWS_PER_BODY,
         headers=fleet.HEADERS,
         duplicates=run.duplicates,
         single=n == 1,
@@ -473,3 +500,45 @@ def bench_page(runs: Sequence[BenchRun], *, title: str, command: str, source: st
         ("Tool", f"bsdcrypt {__version__}, {command}"),
     ]
     return _page("bench.html.j2", title=title, meta=meta, bench=bench_view(runs, ratios, note))
+
+
+def userland_page(u: UserlandResult, host: HostFacts | None, *, source: str, saved: str = "") -> str:
+    """`bench --userland --format html`: userland OpenSSL's bulk throughput per cipher, as it runs
+    and with AES-NI masked, charted; the advice; where it ran."""
+    mib = 1024 * 1024
+    bars, rows = [], []
+    for c in u.ciphers:
+        for value, key, label in ((c.bytes_per_s, "accel", c.cipher),
+                                  (c.masked_bytes_per_s, "soft", f"{c.cipher}, AES-NI masked")):
+            if value is not None:
+                bars.append(svg.Bar(label, (svg.Segment(key, value / mib),), text=f"{value / mib:.0f} MiB/s"))
+        ratio = (f"{c.bytes_per_s / c.masked_bytes_per_s:.1f}x" if c.bytes_per_s and c.masked_bytes_per_s
+                 else "-")
+        rows.append({
+            "cipher": c.cipher,
+            "mib": "-" if c.bytes_per_s is None else f"{c.bytes_per_s / mib:.0f}",
+            "masked": "-" if c.masked_bytes_per_s is None else f"{c.masked_bytes_per_s / mib:.0f}",
+            "ratio": ratio,
+        })
+    chart = (svg.hbar_chart([svg.Group("MiB/s, 16 KiB blocks", bars)], title="userland OpenSSL throughput",
+                            width=800, label_width=270, value_width=130) if bars else None)
+    name = (host.hostname if host else None) or source
+    view = {
+        "chart": chart,
+        "rows": rows,
+        "masked": any(c.masked_bytes_per_s is not None for c in u.ciphers),
+        "prefer": u.prefer,
+        "advice": u.advice,
+        "version": u.openssl_version or "?",
+        "host": name,
+        "system": " ".join(x for x in ((host.release, host.arch) if host else ()) if x) or "unknown",
+        "cpu": f"{host.cpu_model or 'unknown CPU'} ({host.ncpu or '?'} CPUs)" if host else "unknown",
+        "saved": saved,
+    }
+    meta = [
+        ("Generated", _now()),
+        ("By", _origin()),
+        ("Input", source),
+        ("Tool", f"bsdcrypt {__version__}, bench --userland"),
+    ]
+    return _page("userland.html.j2", title=f"bsdcrypt userland bench of {visible(name)}", meta=meta, u=view)

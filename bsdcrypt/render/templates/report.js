@@ -1,16 +1,8 @@
 "use strict";
 (function () {
-  // Sorting, filtering and copy buttons for a page that is complete without them.
+  // Sorting, filtering, copy buttons and findings shown in place, for a page that is complete without them.
   var table = document.getElementById("host-table");
-  function openTarget() {
-    var id = decodeURIComponent(location.hash.slice(1));
-    var el = id && document.getElementById(id);
-    var d = el && el.closest("details");
-    if (d) { d.open = true; }
-  }
-  window.addEventListener("hashchange", openTarget);
-  openTarget();
-  document.querySelectorAll(".details li pre").forEach(function (pre) {
+  function addCopy(pre) {
     var text = pre.textContent;
     var b = document.createElement("button");
     b.type = "button";
@@ -33,11 +25,61 @@
       }
     });
     pre.appendChild(b);
-  });
+  }
+  // A host's details link to the findings it shares with other hosts (each text printed once, above);
+  // opened, they show those whole too, before its own.
+  function expand(d) {
+    if (d.dataset.shown) { return; }
+    d.dataset.shown = "1";
+    var links = d.querySelectorAll("p.kv a[href^='#f']");
+    if (!links.length) { return; }
+    var own = d.querySelector("ol");
+    var ol = own || document.createElement("ol");
+    var first = ol.firstChild;
+    links.forEach(function (a) {
+      var li = document.getElementById(a.getAttribute("href").slice(1));
+      if (!li) { return; }
+      var copy = li.cloneNode(true);
+      copy.removeAttribute("id");
+      copy.querySelectorAll(".copy, .hn").forEach(function (x) { x.remove(); });
+      ol.insertBefore(copy, first);
+      copy.querySelectorAll("pre").forEach(addCopy);
+    });
+    if (!own) { d.appendChild(ol); }
+  }
+  document.addEventListener("toggle", function (e) {  // toggle does not bubble: caught on its way down
+    var d = e.target;
+    if (d.tagName === "DETAILS" && d.open && d.closest("#details")) { expand(d); }
+  }, true);
+  function openTarget() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var el = id && document.getElementById(id);
+    var d = el && el.closest("details");
+    if (d) { d.open = true; }
+  }
+  window.addEventListener("hashchange", openTarget);
+  openTarget();
+  document.querySelectorAll(".details li pre, .findings li pre").forEach(addCopy);
   if (!table || !document.getElementById("controls")) { return; }  // one host: nothing to sort
-  var body = table.tBodies[0];
-  var rows = Array.prototype.slice.call(body.rows);
+  var bodies = Array.prototype.slice.call(table.tBodies);
+  var size = bodies[0] ? bodies[0].rows.length : 0;
+  var rows = [];
+  bodies.forEach(function (b) { rows.push.apply(rows, b.rows); });
   var texts = rows.map(function (r) { return r.textContent.toLowerCase(); });
+  var order = rows.map(function (r, i) { return i; });
+  // Rows shown go first, `size` to a body, so a body out of view holds whole screens of rows; a body
+  // with none shown is hidden.
+  function place() {
+    var shown = order.filter(function (i) { return !rows[i].hidden; });
+    var hidden = order.filter(function (i) { return rows[i].hidden; });
+    bodies.forEach(function (b, k) {
+      var frag = document.createDocumentFragment();
+      shown.slice(k * size, (k + 1) * size).forEach(function (i) { frag.appendChild(rows[i]); });
+      b.hidden = !frag.childNodes.length;
+      if (k === bodies.length - 1) { hidden.forEach(function (i) { frag.appendChild(rows[i]); }); }
+      b.appendChild(frag);
+    });
+  }
   var collator = new Intl.Collator(undefined, {numeric: true, sensitivity: "base"});
   var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
   var verdicts = ["critical", "warning", "unknown", "ok"];  // needing action first, as the text table
@@ -54,19 +96,17 @@
       heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
       th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
       var keyed = th.hasAttribute("data-keyed") || col === verdictCol;
-      var order = rows.map(function (r, i) {
+      var keys = rows.map(function (r) {
         var cell = r.cells[col];
-        var k = col === verdictCol ? verdicts.indexOf(r.dataset.v) : keyed ? Number(cell.getAttribute("data-k"))
+        return col === verdictCol ? verdicts.indexOf(r.dataset.v) : keyed ? Number(cell.getAttribute("data-k"))
           : cell.textContent;
-        return {i: i, k: k};
       });
+      order = rows.map(function (r, i) { return i; });
       order.sort(function (a, b) {
-        var c = keyed ? a.k - b.k : collator.compare(a.k, b.k);
-        return c * dir || a.i - b.i;
+        var c = keyed ? keys[a] - keys[b] : collator.compare(keys[a], keys[b]);
+        return c * dir || a - b;
       });
-      var frag = document.createDocumentFragment();
-      order.forEach(function (o) { frag.appendChild(rows[o.i]); });
-      body.appendChild(frag);
+      place();
     });
   });
   var controls = document.getElementById("controls");
@@ -85,6 +125,7 @@
       r.hidden = !ok;
       if (ok) { n += 1; }
     });
+    place();
     count.textContent = n === rows.length ? rows.length + (rows.length === 1 ? " host" : " hosts")
       : n + " of " + rows.length + " hosts shown";
     empty.hidden = n !== 0;
