@@ -205,9 +205,11 @@ FRAME_FUNCTION = (
 # the block is full or its input ends (FreeBSD's dd.c accumulates partial input blocks unless bs= is
 # given; GNU dd alike). The output is byte for byte what the steps print. dd runs with SIGHUP and
 # SIGTERM ignored (inherited across exec; FreeBSD's dd sets handlers for SIGINFO and SIGINT only):
-# when a timeout terminates the probe's process group, dd still writes the steps that finished. The
-# first step goes out on its own, before the others run, so even a probe killed outright (SIGKILL,
-# SIGINT) leaves a complete frame: its output reads as cut off, never as garbage. Two writes in all.
+# when a timeout terminates the probe's process group, dd still writes the steps that finished (a
+# SIGTERM in the first moments, before dd's subshell has set its trap, takes the buffer too: then
+# only the first step is there, read as cut off). The first step goes out on its own, before the
+# others run, so even a probe killed outright (SIGKILL, SIGINT) leaves a complete frame: its output
+# reads as cut off, never as garbage. Two writes in all.
 # Without dd the steps are written directly.
 BUFFER_COMMAND = "dd ibs=65536 obs=1048576 2>/dev/null"
 

@@ -144,7 +144,13 @@ def test_probe_terminated_mid_way_still_gives_the_finished_steps(monkeypatch: py
     from bsdcrypt.analyze import parse_probe_output
 
     token = "@@bsdcrypt-0123456789abcdef"
-    _with_step(monkeypatch, "sysctl", "hang", "echo partial; kill -TERM 0; sleep 60")
+    # A real timeout comes seconds in; here the step waits (an event, not a sleep) until the buffering
+    # dd of this session has been exec'd, i.e. its subshell's `trap '' HUP TERM` is in force. Linux's
+    # /proc/PID/stat: field 2 is (comm), field 6 the session id, which is the probe shell's $$ here.
+    dd_ready = ("n=0; while [ $n -lt 1200 ]; do for f in /proc/[0-9]*/stat; do read -r l < \"$f\" || continue;"
+                " set -- $l; [ \"$2\" = '(dd)' ] && [ \"$6\" = \"$$\" ] && break 2; done; sleep 0.05;"
+                " n=$((n + 1)); done 2>/dev/null")
+    _with_step(monkeypatch, "sysctl", "hang", f"echo partial; {dd_ready}; kill -TERM 0; sleep 60")
     writes, rc = _run_counting_writes(build_script(token))
     assert rc == -15
     steps = list(parse_output(b"".join(writes), token).steps)
