@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,11 +11,10 @@ from bsdcrypt.bench import (
     BenchError,
     BenchInterrupted,
     BenchParams,
-    HostFacts,
 )
 from bsdcrypt.bench import facts as host_facts
-from bsdcrypt.bench.model import userland_record
-from bsdcrypt.bench.records import default_results_dir, save_json, save_record
+from bsdcrypt.bench import flow as bench_flow
+from bsdcrypt.bench.records import default_results_dir
 from bsdcrypt.cli.completion import complete_bench_format
 from bsdcrypt.render.bench import (
     cleanup_document,
@@ -31,12 +29,6 @@ from bsdcrypt.render.serialize import dump as _dump
 FORMATS = ("table", "json", "yaml", "prometheus", "html")
 COMPARE_FORMATS = ("table", "json", "yaml", "html")
 EXIT_INTERRUPTED = 130
-
-
-def _now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 # --------------------------------------------------------------------------- bench --compare
@@ -222,31 +214,18 @@ def register(app: typer.Typer) -> None:
         progress = (lambda msg: typer.echo(f"  {visible(msg, None)}", err=True)) if fmt == "table" else None
         try:
             if userland:
-                # Userland only: openssl speed needs neither root nor fio nor an md device.
-                try:
-                    facts = host_facts.facts_for(h)
-                except host_facts.NotFreeBSD as exc:  # openssl speed runs anywhere
-                    facts = exc.facts
-                x86 = facts is None or facts.arch in (None, "amd64", "i386", "x86_64")
-                started = _now()
-                u = engine.userland(h, x86=x86)
-                where = None
-                if not no_save:
-                    hf = facts or HostFacts(hostname=h.name)
-                    record = userland_record(u, hf, started, _now())
-                    try:
-                        directory = Path(save).expanduser() if save else default_results_dir()
-                        where = save_json(record, directory, started, hf.hostname, "-userland")
-                    except OSError as exc:
-                        typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
+                u = bench_flow.run_userland(h, save=save, no_save=no_save)
+                if u.saved.error:
+                    typer.echo(_error_line(u.saved.error), err=True)
+                where = u.saved.path
                 if fmt == "table":
-                    text = render_userland(u) + (f"saved: {where}\n" if where else "")
+                    text = render_userland(u.result) + (f"saved: {where}\n" if where else "")
                 elif fmt == "html":
                     from bsdcrypt.render.html import userland_page
 
-                    text = userland_page(u, facts, source=h.spec, saved=str(where) if where else "")
+                    text = userland_page(u.result, u.facts, source=h.spec, saved=str(where) if where else "")
                 else:
-                    text = _dump(dataclasses.asdict(u), fmt)
+                    text = _dump(dataclasses.asdict(u.result), fmt)
                 write_report(text, output)
                 raise typer.Exit(0)
             if cleanup:
@@ -273,11 +252,9 @@ def register(app: typer.Typer) -> None:
                 repeat=repeat,
                 ceiling=ceiling,
             )
-            try:
-                facts = host_facts.facts_for(h)
-            except host_facts.NotFreeBSD as exc:
-                fail(exc.why)
-            result = engine.measure(h, params, facts, progress)
+            run = bench_flow.run_measure(h, params, save=save, no_save=no_save, progress=progress)
+        except host_facts.NotFreeBSD as exc:
+            fail(exc.why)
         except BenchInterrupted as exc:
             typer.echo(_error_line(exc), err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from exc
@@ -285,12 +262,9 @@ def register(app: typer.Typer) -> None:
             fail(str(exc))
         finally:
             h.close()
-        saved: Path | None = None
-        if not no_save:
-            try:
-                saved = save_record(result, Path(save).expanduser() if save else default_results_dir())
-            except OSError as exc:
-                typer.echo(_error_line(f"could not save the record: {exc}"), err=True)
+        result, saved = run.result, run.saved.path
+        if run.saved.error:
+            typer.echo(_error_line(run.saved.error), err=True)
         if fmt == "table":
             write_report(render_table(result) + (f"saved: {saved}\n" if saved else ""), output)
         elif fmt == "prometheus":
