@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bsdcrypt.assess", "bsdcrypt.advice", "bsdcrypt.pipeline", "bsdcrypt.enable.plan", "bsdcrypt.userland",
      "bsdcrypt.analyze", "bsdcrypt.paste"),
     # acting on a host, measuring it, running a fleet
-    ("bsdcrypt.enable", "bsdcrypt.bench", "bsdcrypt.fleet"),
+    ("bsdcrypt.enable", "bsdcrypt.bench", "bsdcrypt.fleet", "bsdcrypt.userland.flow"),
     # renderers
     ("bsdcrypt.render",),
     # the typer layer
