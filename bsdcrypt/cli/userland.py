@@ -3,6 +3,7 @@
 derive (version, detected vector, value, echo check) -> trial (children that may die) -> measure
 (openssl speed, before/after) -> instructions per service -> with --apply: plan (pure) -> act.
 `--check` re-checks an applied value against the current vector and a trial; `--remove` takes it out.
+The steps are bsdcrypt.userland.flow; this module checks the options, shows what the flow says, exits.
 """
 
 from __future__ import annotations
