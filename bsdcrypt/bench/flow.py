@@ -13,14 +13,8 @@ from bsdcrypt.bench import facts as host_facts
 from bsdcrypt.bench.model import BenchParams, BenchResult, HostFacts, UserlandResult, userland_record
 from bsdcrypt.bench.openssl import userland
 from bsdcrypt.bench.records import default_results_dir, save_json, save_record
-from bsdcrypt.bench.run import measure
+from bsdcrypt.bench.run import measure, now
 from bsdcrypt.hosts.base import Host
-
-
-def now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass

@@ -25,7 +25,8 @@ from bsdcrypt.interrupts import reason_of, sigterm_raises
 from bsdcrypt.parsers.sysctl import parse_boottime, parse_sysctl
 
 
-def _now() -> str:
+def now() -> str:
+    """UTC now as records store it (ISO 8601, seconds)."""
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -69,7 +70,7 @@ def measure(
     """
     params.validate()
     session = BenchSession(host, params, progress)
-    started = _now()
+    started = now()
 
     def body() -> BenchResult:
         hf = facts or HostFacts()
@@ -109,7 +110,7 @@ def measure(
     assert isinstance(result, BenchResult)
     result.cleanup = report
     result.started = started
-    result.finished = _now()
+    result.finished = now()
     result.warnings = session.warnings
     result.leftovers_removed = session.leftovers_removed
     if params.repeat == 1:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bsdcrypt.enable.plan import Plan
+from bsdcrypt.platform import FREEBSD_FAMILY
 
 EXIT_WARNING = 1
 EXIT_REFUSED = 2
-FREEBSD_FAMILY = ("FreeBSD", "MidnightBSD")
 
 
 @dataclass

@@ -31,6 +31,16 @@ def cli(*args: str, **extra_env: str) -> subprocess.Popen[str]:
     )
 
 
+def finish(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """The run's stdout and stderr; a run still going after `timeout` (a safety net) is killed first."""
+    try:
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 # ---------------------------------------------------------------------------- config lookups under the deadline
 
 
@@ -46,12 +56,7 @@ def test_match_exec_lookups_run_in_parallel_in_the_workers(tmp_path: Path) -> No
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("".join(f"root@{NOWHERE}:{port}\n" for port in range(1, 21)))
     proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", "60", "-j", "32", "-f", "csv", "-q")
-    try:
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    out, err = finish(proc, 300)
     rows = out.splitlines()[1:]
     assert len(rows) == 20 and all(",refused,connection refused" in r for r in rows), (out, err)
     assert len(started.read_text().split()) >= 20  # every host's lookup ran (a second pass of ssh's may rerun it)
@@ -67,12 +72,7 @@ def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) ->
     hosts = tmp_path / "hosts.txt"
     hosts.write_text(f"root@{NOWHERE}:1\nroot@{NOWHERE}:2\n")
     proc = cli("fleet-audit", str(hosts), "-F", str(cfg), "-t", "1", "-f", "csv", "-q")
-    try:
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    out, err = finish(proc, 120)
     rows = out.splitlines()[1:]
     assert len(rows) == 2 and all(",timeout,timed out after 1s" in r for r in rows), (out, err)
     started = [int(p) for p in pids.read_text().split()]
