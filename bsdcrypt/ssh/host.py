@@ -585,6 +585,8 @@ class SSHHost:
         out: list[bytes] = []
         err: list[bytes] = []
         size = 0
+        sent = 0  # bytes of stdin sent
+        sending = True
         tried: list[str] = []
         keys: list[tuple[str, paramiko.PKey]] = []
         notes: list[str] = []
@@ -631,14 +633,16 @@ class SSHHost:
             loop.watch = progress
 
         def progress() -> bool:
-            nonlocal stdin, size
+            nonlocal sending, sent, size
             assert chan is not None
-            if stdin:
+            if sending:
                 if chan.closed or chan.eof_sent:
-                    stdin = b""  # refused or gone: what it said is read below
-                elif chan.out_window_size > 0:  # paramiko's send waits for a window; here it never has to
-                    stdin = stdin[chan.send(stdin):]
-                    if not stdin:
+                    sending = False  # refused or gone: what it said is read below
+                else:  # all the server's window takes now (paramiko's send would wait for more; this never does)
+                    while sent < len(stdin) and chan.out_window_size > 0:
+                        sent += chan.send(stdin[sent:sent + 65536])  # a packet at most: no copy of the rest
+                    if sent == len(stdin):
+                        sending = False
                         chan.shutdown_write()
                         self._next_phase("reading the output")
             while chan.recv_ready():
