@@ -16,10 +16,10 @@ from paramiko.ssh_exception import PartialAuthentication
 
 from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
 from bsdcrypt.hosts.spec import SpecError, quote_value, split_spec
-from bsdcrypt.ssh import oneshot
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
+from bsdcrypt.ssh.oneshot import Loop, LoopTransport, supported
 from bsdcrypt.ssh.proxy import ProxyCommandExited, ProxyCommandSocket
 from bsdcrypt.ssh.transport import _CIPHERS, _DeadlinePacketizer, _host_key_algorithms, _Transport, _WireSocket
 
@@ -498,7 +498,7 @@ class SSHHost:
             self._deadline = time.monotonic() + limit
         else:
             self._deadline = max(self._deadline, time.monotonic() + limit)
-        if self.single_run and self._transport is None and oneshot.supported():
+        if self.single_run and self._transport is None and supported():
             return self._run_once(command, input)
         transport = self.connect(self._deadline)
         try:
@@ -578,8 +578,8 @@ class SSHHost:
         """What connect() and _exec() do, as steps of paramiko's message loop run here: each step runs
         when the one before it is answered (keys exchanged -> log in -> session open -> exec, script,
         output), the script is sent as the server's window allows, the output read as it arrives."""
-        transport, known = self._new_transport(oneshot.LoopTransport)
-        loop = oneshot.Loop(transport, self._deadline)
+        transport, known = self._new_transport(LoopTransport)
+        loop = Loop(transport, self._deadline)
         t = self.target
         remote, stdin = REMOTE_COMMAND, stdin_script(command, input)
         out: list[bytes] = []
