@@ -514,7 +514,7 @@ def _driver_info(
     elif boot_msg is not None:
         _from_boot_message(info, boot_msg, os)
     else:
-        info.reason = _no_kldstat(ev)
+        info.reason = _no_kldstat(ev, kld)
     if boot_msg is not None:
         info.at_boot = True
     elif dmesg.root_mounted and stock_kernel(os) and in_generic(name, os) is False:
@@ -531,8 +531,11 @@ def appliance_possible(ev: Evidence, os: OSInfo) -> bool:
     )
 
 
-def _no_kldstat(ev: Evidence) -> str:
+def _no_kldstat(ev: Evidence, kld: list[KldFile]) -> str:
     what = "pasted" if ev.origin == "paste" else "collected"
+    if kld and not any(f.modules for f in kld):
+        # plain `kldstat`: the files loaded, not the modules compiled into the kernel
+        return f"the {what} kldstat is without -v: it lists the files loaded, not what the kernel has compiled in"
     return f"kldstat -v was not {what}"
 
 

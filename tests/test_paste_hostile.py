@@ -164,3 +164,69 @@ def test_the_bits_read_from_a_cut_list_are_those_real_outputs_name() -> None:
                 assert (name in names) == bool(word >> bit & 1), f"{path.name}: {field} {name} bit {bit}"
                 seen[name] = seen.get(name, 0) + (name in names)
     assert all(seen.get(n, 0) >= 3 for bits in FIELD_BITS.values() for n in bits), seen
+
+
+def _gelis(s: Status) -> dict[str, str | None]:
+    return {g.name: g.crypto for g in s.geli}
+
+
+def test_a_paste_indented_as_a_markdown_code_block_is_read_as_the_same_paste() -> None:
+    # forums and Reddit show code as lines indented by four spaces (or a tab): prompts, geli list and
+    # loader.conf lines all start indented then
+    text = ("$ uname -a\n" + UNAME_122 + GELI_SW + "\n$ cat /boot/loader.conf\naesni_load=\"YES\"\n")
+    plain = _status(text)
+    assert _gelis(plain) == {"ada0p2.eli": "software"} and plain.persist.source == "/boot/loader.conf:1"
+    for indent in ("    ", "\t"):
+        s = _status("".join(indent + line if line.strip() else line for line in text.splitlines(keepends=True)))
+        assert _gelis(s) == _gelis(plain)
+        assert s.persist.source == plain.persist.source and s.persist.value == "YES"
+        assert s.os.release == plain.os.release
+        # only the output indented, under flush-left prompts
+        out_only = "".join(line if line[:1] in "$" or not line.strip() else indent + line
+                           for line in text.splitlines(keepends=True))
+        s = _status(out_only)
+        assert _gelis(s) == _gelis(plain) and s.persist.value == "YES"
+
+
+def test_a_paste_quoted_in_a_mail_reply_is_read_as_the_same_paste() -> None:
+    plain = _status(DMESG_142)
+    for quote in ("> ", ">", "> > "):
+        s = _status("".join(quote + line for line in DMESG_142.splitlines(keepends=True)))
+        assert _fields(s) == _fields(plain), quote
+
+
+def test_output_pasted_after_a_prompted_one_without_its_own_prompt_is_not_swallowed() -> None:
+    # "$ geli list" with its output, then kldstat -v's output glued on without a prompt: the kldstat
+    # header starts its own part, it is no line of geli list
+    s = _status("$ uname -a\n" + UNAME_122 + GELI_SW + "\n" + KLD_V)
+    assert _gelis(s) == {"ada0p2.eli": "software"}
+    assert s.driver.state == "loaded" and s.driver.reason is None
+    # likewise after a command bsdcrypt does not read, and a dmesg after a uname -a line
+    pkg = _body(FIXTURES / "pastes" / "shared-bsdnow425-uname-a-12.2-p7-with-pkg-info.txt").splitlines(keepends=True)
+    s = _status("# pkg info -x opcache apache24 php74-7.4\n" + "".join(pkg[2:]) + KLD_V + UNAME_122)
+    assert s.driver.state == "loaded"
+    s = _status("$ uname -a\n" + UNAME_122 + DMESG_142)
+    assert s.driver.attached is True and s.cpu.aesni is True
+
+
+def test_a_plain_kldstat_is_not_reported_as_missing() -> None:
+    # `kldstat` without -v was pasted: it lists files, so the reason must not say it was not pasted
+    plain_kld = "Id Refs Address                Size Name\n 1   20 0xffffffff80200000  1d0a5c8 kernel\n"
+    s = _status("$ uname -a\n" + UNAME_122 + "$ kldstat\n" + plain_kld)
+    assert s.driver.state == "unknown"
+    assert s.driver.reason is not None and "not pasted" not in s.driver.reason and "without -v" in s.driver.reason
+
+
+@pytest.mark.parametrize("path", PASTES, ids=[p.stem for p in PASTES])
+def test_every_real_paste_reads_the_same_indented_quoted_or_with_crlf(path: Path) -> None:
+    text = _body(path)
+    plain = _status(text)
+    lines = text.splitlines(keepends=True)
+    for what, mangled in (
+        ("indented", "".join("    " + ln if ln.strip() else ln for ln in lines)),
+        ("quoted", "".join("> " + ln for ln in lines)),
+        ("crlf", text.replace("\n", "\r\n")),
+    ):
+        s = _status(mangled)
+        assert _fields(s) == _fields(plain), what
+        assert sorted(f.id for f in findings(s)) == sorted(f.id for f in findings(plain)), what
