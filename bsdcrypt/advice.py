@@ -131,6 +131,20 @@ def findings(s: Status) -> list[Finding]:
         )
         return out
 
+    if d.name is None and s.os.arch is None:
+        # the release is known but not the machine (a banner cut or run on): which driver applies is unknown
+        out.append(
+            Finding(
+                "arch-unknown",
+                "unknown",
+                f"The architecture of this {s.os.name or 'FreeBSD'} {s.os.release or ''} host is not shown (no "
+                "readable MACHINE at the end of the dmesg banner, no uname -a, no sysctl hw.machine_arch): "
+                "which AES driver applies, and whether one exists, is unknown.",
+                "Paste `uname -a` (or run `bsdcrypt status` on the host).",
+            )
+        )
+        return out
+
     if d.name is None:
         out.append(
             Finding(

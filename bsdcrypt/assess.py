@@ -114,7 +114,7 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
 
     status.os = _os_info(ev, sysctl, dmesg, uname_s)
     dev = _sysctl_dev(ev)
-    status.cpu = _cpu_info(ev, sysctl, dev, dmesg, status.os.arch)
+    status.cpu = _cpu_info(ev, sysctl, dev, dmesg, status.os.arch, status.os.major)
     drivers = _driver_infos(ev, dev, dmesg, status.os, status.cpu)
     status.driver = drivers[0]
     status.other_drivers = drivers[1:]
@@ -182,7 +182,9 @@ def _dmesg(ev: Evidence) -> DmesgBoot:
     d = parse_dmesg(filtered)
     # a grep drops lines, so nothing may be concluded from a line's absence
     drivers = tuple(replace(m, before_root=None) for m in d.drivers)
-    return replace(d, cpu=replace(d.cpu, no_features2=False), drivers=drivers, root_mounted=False, geli=())
+    return replace(
+        d, cpu=replace(d.cpu, no_features2=False, block_complete=False), drivers=drivers, root_mounted=False, geli=()
+    )
 
 
 def _os_info(ev: Evidence, sysctl: dict[str, str], dmesg: DmesgBoot, uname_s: str | None) -> OSInfo:
@@ -237,12 +239,14 @@ def _machine_arch(machine: str | None) -> str | None:
 
 
 def _cpu_info(
-    ev: Evidence, sysctl: dict[str, str], dev: dict[str, str], dmesg: DmesgBoot, arch: str | None
+    ev: Evidence, sysctl: dict[str, str], dev: dict[str, str], dmesg: DmesgBoot, arch: str | None,
+    major: int | None = None,
 ) -> CPUInfo:
     cpu = dmesg.cpu
     aes: bool | None = None
     sha: bool | None = None
-    if arch in ARM64:
+    # arm64's ID registers without a banner naming the machine (a wrapped dmesg): only arm64 prints them
+    if arch in ARM64 or arch is None and cpu.isa0 is not None and cpu.features2 is None:
         if cpu.isa0 is not None:
             aes = "AES" in cpu.isa0 or any(f.startswith("AES") for f in cpu.isa0)
             sha = any(f.startswith("SHA") for f in cpu.isa0)
@@ -253,13 +257,21 @@ def _cpu_info(
             aes = False  # identcpu.c prints Features2 only when CPUID.1:ECX is non-zero (AESNI is bit 25)
         if cpu.stdext is not None:
             sha = "SHA" in cpu.stdext
-        elif cpu.features2 is not None or aes is False and cpu.no_features2:
-            sha = False  # identcpu.c prints no Structured Extended Features line when there are none
-    # An attached driver is proof of what the CPU offers, whatever dmesg kept.
+        elif cpu.block_complete and (cpu.features2 is not None or aes is False and cpu.no_features2):
+            # identcpu.c prints no Structured Extended Features line when there are none (a paste cut
+            # before the CPU block's end shows nothing of the kind)
+            sha = False
+    # An attached driver is proof of what the CPU offers, whatever dmesg kept. Its lack of SHA proves
+    # nothing about the CPU for armv8crypto (never offers SHA) nor for aesni before 12.0 (SHA came then).
     for msg in dmesg.drivers:
-        if msg.driver in ("aesni", "armv8crypto") and msg.attached:
+        if msg.driver in ("aesni", "armv8crypto") and msg.attached and not msg.algorithms:
+            # its line cut inside the description: armv8crypto attaches only with AES, aesni with AES or SHA
+            aes = True if aes is None and msg.driver == "armv8crypto" else aes
+        elif msg.driver in ("aesni", "armv8crypto") and msg.attached:
             aes = any(a.startswith("AES") for a in msg.algorithms) if aes is None else aes
-            sha = any(a.startswith("SHA") for a in msg.algorithms) if sha is None else sha
+            offers_sha = any(a.startswith("SHA") for a in msg.algorithms)
+            if sha is None and (offers_sha or msg.driver == "aesni" and major is not None and major >= 12):
+                sha = offers_sha
     desc = sysctl.get("dev.aesni.0.%desc") or dev.get("dev.aesni.0.%desc")
     if desc:
         aes = aes or "AES-" in desc
@@ -502,7 +514,7 @@ def _driver_info(
     elif boot_msg is not None:
         _from_boot_message(info, boot_msg, os)
     else:
-        info.reason = _no_kldstat(ev)
+        info.reason = _no_kldstat(ev, kld)
     if boot_msg is not None:
         info.at_boot = True
     elif dmesg.root_mounted and stock_kernel(os) and in_generic(name, os) is False:
@@ -519,8 +531,11 @@ def appliance_possible(ev: Evidence, os: OSInfo) -> bool:
     )
 
 
-def _no_kldstat(ev: Evidence) -> str:
+def _no_kldstat(ev: Evidence, kld: list[KldFile]) -> str:
     what = "pasted" if ev.origin == "paste" else "collected"
+    if kld and not any(f.modules for f in kld):
+        # plain `kldstat`: the files loaded, not the modules compiled into the kernel
+        return f"the {what} kldstat is without -v: it lists the files loaded, not what the kernel has compiled in"
     return f"kldstat -v was not {what}"
 
 

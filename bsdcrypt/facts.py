@@ -34,6 +34,8 @@ class CpuFeatures:
     # x86: a `Features=` line was printed but no `Features2=` line followed before the CPU block
     # ended. identcpu.c prints Features2 only when CPUID.1:ECX is non-zero, so the CPU has no AESNI.
     no_features2: bool = False
+    # x86: the CPU block ended (real/avail memory after `Features=`): a line it lacks was not printed
+    block_complete: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class DmesgBoot:
     geli: tuple[GeliProvider, ...] = ()  # GELI providers attached during boot (GEOM_ELI lines)
     vm_hint: str | None = None  # hypervisor named by ACPI/SMBIOS/driver strings (kern.vm_guest names)
     vm_hint_text: str | None = None  # the line that named it
-    root_mounted: bool = False  # "Trying to mount root from" seen: the boot's device probe is complete
+    root_mounted: bool = False  # banner, then "Trying to mount root from": the boot's device probe is complete
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ Without prompts the parts are told apart by their shape:
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 from bsdcrypt.parsers import clean_text
@@ -38,6 +39,8 @@ _BARE_COMMAND = re.compile(
     r"|geli list(?: \S+)?|kenv(?: -q)?(?: \S+)?|sysctl [a-z][\w.% -]*|cat /boot/loader\.conf(?:\.local|\.d/\S+)?)\s*$"
 )
 _FENCE = re.compile(r"^\s*(?:```|~~~)\S*\s*$")
+_QUOTE = re.compile(r"^(?:>[ \t]?)+")  # a mail reply's quote marks: "> ", ">>", "> > "
+_BOOT_START = re.compile(r"^(?:---<<BOOT>>---|Copyright \(c\) \S+ The \w*BSD Project\.?)\s*$")
 _KLD_HEADER = re.compile(r"^\s*Id\s+Refs\s+Address\s+Size\s+Name\s*$")
 _KLD_LINE = re.compile(
     r"^\s*(?:\d+\s+\d+\s+0x[0-9a-fA-F]+\s+\S+\s+\S+.*|Contains modules:|Id\s+Name|\d+\s+\S+|Dependencies:|depends on .*"
@@ -176,13 +179,40 @@ def _split_unprompted(lines: list[str], paste: Paste) -> None:
     flush_assigns()
 
 
+def _unwrap(lines: list[str]) -> list[str]:
+    """The lines without what forums and mail put around a paste: quote marks on (nearly) every line of a
+    reply, and the indentation of a Markdown code block (the whitespace every line starts with)."""
+    text = [ln for ln in lines if ln.strip()]
+    if text and _QUOTE.match(text[0]) and sum(1 for ln in text if _QUOTE.match(ln)) >= 0.9 * len(text):
+        lines = [_QUOTE.sub("", ln, count=1) for ln in lines]
+    return textwrap.dedent("\n".join(lines)).split("\n")
+
+
+def _starts_other_part(line: str, kind: str) -> bool:
+    """A line no output of `kind` holds, that starts another output: kldstat's header, a `Geom name:`
+    block, a boot's first line, a uname -a line -- pasted after a prompted command without its own prompt."""
+    if kind == "uname":
+        return True  # uname -a prints one line
+    if _KLD_HEADER.match(line):
+        return not kind.startswith("kldstat")
+    if _GELI_START.match(line):
+        return kind != "geli"
+    if _BOOT_START.match(line.strip()):
+        return not kind.startswith("dmesg")
+    return kind != "dmesg" and _is_uname(line.strip())
+
+
 def split(text: str) -> Paste:
     """Sort the paste's lines into parts. Never raises."""
     paste = Paste()
-    lines = [ln.rstrip() for ln in clean_text(text.replace("\r\n", "\n")).split("\n") if not _FENCE.match(ln)]
+    lines = _unwrap(
+        [ln.rstrip() for ln in clean_text(text.replace("\r\n", "\n")).split("\n") if not _FENCE.match(ln)]
+    )
     current: tuple[str, str | None] | None = None  # the kind of the prompted command being read
     unprompted: list[str] = []
     for line in lines:
+        if current is not None and line.strip() and _starts_other_part(line, current[0]):
+            current = None  # the rest is read by its shape
         m = _PROMPT.match(line)
         cmd = m.group("cmd") if m else (line.strip() if _BARE_COMMAND.match(line.strip()) else None)
         if m is not None and line[:1] in "#$%>" and _command_kind(m.group("cmd")) is None:
@@ -209,7 +239,8 @@ def split(text: str) -> Paste:
 
 
 def _text(lines: list[str]) -> bytes:
-    return ("\n".join(lines).strip("\n") + "\n").encode("utf-8", "surrogateescape")
+    # a part's own code-block indentation (a flush-left prompt above indented output) is taken off too
+    return (textwrap.dedent("\n".join(lines)).strip("\n") + "\n").encode("utf-8", "surrogateescape")
 
 
 def _kernel_output(lines: list[str]) -> bool:
@@ -234,7 +265,7 @@ def evidence_from_paste(text: str) -> Evidence | None:
     if unames:
         steps[StepName.UNAME_A] = Step(0, _text(unames[-1:]))
         steps[StepName.UNAME_S] = Step(0, _text([unames[-1].split()[0]]))
-    if p.geli and any(_GELI_START.match(g) for g in p.geli):
+    if p.geli and any(_GELI_START.match(g.lstrip()) for g in p.geli):
         steps[StepName.GELI_LIST] = Step(0, _text(p.geli))
     if not steps:
         return None  # loader.conf, sysctl or kenv lines alone do not make a host

@@ -39,7 +39,16 @@ _BANNER = re.compile(r"^(\w*BSD) (\d+\.\d+\S*)")
 _CPU_X86 = re.compile(r"^CPU: (.*?)\s*(?:\(\d+(?:\.\d+)?-MHz [^()]*-class CPU\))?\s*$")
 _CPU_ARM = re.compile(r"^CPU\s*0: (.*?)(?:\s+affinity:.*)?$")
 _BITFIELD = re.compile(r"^(Features2|Structured Extended Features|Structured Extended Features2)"
-                       r"=0x[0-9a-fA-F]+<(.*)$")
+                       r"=0x([0-9a-fA-F]+)<(.*)$")
+# The bits bsdcrypt reads, by field (x86 specialreg.h: CPUID2_PCLMULQDQ 0x2, CPUID2_MOVBE 0x400000,
+# CPUID2_AESNI 0x2000000, CPUID2_AVX 0x10000000, CPUID2_HV 0x80000000; CPUID_STDEXT_SHA 0x20000000;
+# CPUID_STDEXT2_VAES 0x200, CPUID_STDEXT2_VPCLMULQDQ 0x400). When a paste cuts the <...> list short,
+# the hex value before it still holds them (tests/parsers/test_dmesg.py checks them on real outputs).
+FIELD_BITS: dict[str, dict[str, int]] = {
+    "Features2": {"PCLMULQDQ": 1, "MOVBE": 22, "AESNI": 25, "AVX": 28, "HV": 31},
+    "Structured Extended Features": {"SHA": 29},
+    "Structured Extended Features2": {"VAES": 9, "VPCLMULQDQ": 10},
+}
 _BITFIELD_PREFIXES = ("Features2=", "Structured Extended Features")
 _ISA0 = re.compile(r"^Instruction Set Attributes 0 = <(.*)$")
 _HYPERVISOR = re.compile(r'^Hypervisor: Origin = "(.*)"\s*$')
@@ -191,6 +200,15 @@ def _names(body: str) -> frozenset[str]:
     return frozenset(n.strip() for n in body.split(",") if n.strip())
 
 
+def _from_bits(field: str, value: str, listed: str) -> frozenset[str]:
+    """The names of a %b list cut short (no closing '>'): those shown, with the bits bsdcrypt reads taken
+    from the hex value instead (a name missing from a cut list proves nothing)."""
+    bits = FIELD_BITS.get(field, {})
+    word = int(value, 16)
+    shown = {n for n in _names(listed) if n not in bits}
+    return frozenset(shown | {name for name, bit in bits.items() if word >> bit & 1})
+
+
 def _isa_names(body: str) -> frozenset[str]:
     """arm64 ID register fields; "AES+PMULL" also yields "AES" and "PMULL"."""
     names = set(_names(body))
@@ -264,6 +282,7 @@ def parse_dmesg(text: str) -> DmesgBoot:
     ident: str | None = None
     arch: str | None = None
     root_at: int | None = None
+    banner_at: int | None = None
     features_at: int | None = None
     cpu_block_ended = False
     geli: dict[str, dict[str, str]] = {}
@@ -281,7 +300,7 @@ def parse_dmesg(text: str) -> DmesgBoot:
         if banner is None and "BSD " in line:
             m = _BANNER.match(line)
             if m:
-                banner, os_name = line, m.group(1)
+                banner, os_name, banner_at = line, m.group(1), i
                 ident, arch = _banner_fields(body, i)
                 if m.group(2).endswith("-HBSD"):
                     hbsd = True
@@ -317,13 +336,15 @@ def parse_dmesg(text: str) -> DmesgBoot:
         if line.startswith(_BITFIELD_PREFIXES):
             m = _BITFIELD.match(line)
             if m:
-                joined = _join_wrapped(body, i)
-                fields[m.group(1)] = _names(joined.split("<", 1)[1])
+                listed = _join_wrapped(body, i).split("<", 1)[1]
+                fields[m.group(1)] = _names(listed) if ">" in listed else _from_bits(m.group(1), m.group(2), listed)
                 continue
         if line.startswith("Instruction Set Attributes 0 = <"):
             m = _ISA0.match(line)
             if m:
-                isa0 = _isa_names(_join_wrapped(body, i).split("<", 1)[1])
+                listed = _join_wrapped(body, i).split("<", 1)[1]
+                # a list cut short (no '>') proves no absence, and ISAR0 prints no hex value to fall back on
+                isa0 = _isa_names(listed) if ">" in listed else None
                 continue
         if line.startswith('Hypervisor: Origin = "'):
             m = _HYPERVISOR.match(line)
@@ -337,6 +358,10 @@ def parse_dmesg(text: str) -> DmesgBoot:
                 desc = msg[1 : msg.index(">")]
                 algos = tuple(a.strip() for a in desc.split(",") if a.strip())
                 dm = DriverMessage(driver, True, algos, msg)
+            elif msg.startswith("<"):
+                # the attach line cut inside its <description> (newbus prints it once the device attached):
+                # attached, with the algorithms unknown
+                dm = DriverMessage(driver, True, (), msg)
             else:
                 dm = DriverMessage(driver, False, (), msg)
             drivers.pop(driver, None)
@@ -355,6 +380,7 @@ def parse_dmesg(text: str) -> DmesgBoot:
         isa0=isa0,
         stdext2=fields.get("Structured Extended Features2"),
         no_features2=features_at is not None and cpu_block_ended and "Features2" not in fields,
+        block_complete=features_at is not None and cpu_block_ended,
     )
     if root_at is not None:
         drivers = {
@@ -373,7 +399,9 @@ def parse_dmesg(text: str) -> DmesgBoot:
         geli=tuple(_geli_provider(name, f) for name, f in geli.items()),
         vm_hint=vm_hint,
         vm_hint_text=vm_hint_text,
-        root_mounted=root_at is not None,
+        # complete only from its start: a `dmesg` whose buffer wrapped keeps the root mount, not the banner
+        # and the probe lines before it
+        root_mounted=root_at is not None and banner_at is not None and banner_at < root_at,
     )
 
 

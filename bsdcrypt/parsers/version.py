@@ -93,7 +93,9 @@ def _from_uname_line(line: str) -> dict[str, str] | None:
         end = line.rfind(rest[-1]) + len(rest[-1])
         version = line[start:end].strip() if 0 <= start < end else " ".join(rest)
         out["version"] = version
-        ident = _ident(version)
+        # without the machine after it the line may be cut inside the version ("... 12.2-RELEASE-p7 Fre"):
+        # its last word is then no config name
+        ident = _ident(version) if "machine" in out else None
         if ident is not None:
             out["ident"] = ident
     return out
