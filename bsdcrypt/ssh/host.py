@@ -666,7 +666,11 @@ class SSHHost:
             raise loop.error
         if not loop.finished or chan is None:
             exc = transport.get_exception()
-            raise exc if exc is not None else SSHError("closed", "SSH negotiation failed")
+            if exc is not None:
+                raise exc
+            # paramiko left its loop without an error: the server's disconnect message, or a message for a
+            # channel never opened
+            raise SSHError("closed", f"{t.hostname} port {t.port} ended the SSH session during {self.phase}")
         return self._result(chan, remote, out, err)
 
     def _read_stderr(self, chan: paramiko.Channel, err: list[bytes], size: int) -> int:

@@ -99,7 +99,11 @@ class Loop:
         return cast(threading.Event, Later(self, step))
 
     def between_messages(self) -> bool:
-        """Run what is due; True when the loop must end (finished, or a step failed)."""
+        """Run what is due; True when the loop must end (finished, or a step failed). Nothing runs while
+        keys are being exchanged again (a server may start that at any time): paramiko holds every
+        message sent then until the exchange ends, which only this loop can carry through."""
+        if self.transport.in_kex:
+            return False
         try:
             while self.pending:
                 self.pending.pop(0)()

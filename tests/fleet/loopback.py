@@ -141,6 +141,7 @@ class LoopbackFleet:
     slow_seconds: int = 20
     flood_bytes: int = 16 * 1024 * 1024  # what a `flood` host answers (a hostile host's garbage)
     user: str = field(default_factory=login_name)
+    sshd_options: list[str] = field(default_factory=list)  # more global sshd_config lines (e.g. RekeyLimit)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -247,6 +248,7 @@ class LoopbackFleet:
             # developer machine can take 150 ms (pyenv init): point HOME at an empty folder.
             f"SetEnv HOME={w}/home",
             f"ForceCommand /bin/sh {w}/fakehost.sh",
+            *self.sshd_options,
         ]
         for a in addrs:
             # The address is passed to the ForceCommand only so that sshd's "Starting session" line

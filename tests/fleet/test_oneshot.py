@@ -19,6 +19,7 @@ from .conftest import FleetEnv, require_sshd, start_or_skip
 from .loopback import LoopbackFleet
 
 SH_ADDR = "127.5.0.1"
+REKEY_ADDR = "127.5.0.2"
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +34,23 @@ def sh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackFleet
         fleet.stop()
 
 
-def host(fleet: LoopbackFleet, single: bool, config: Path | None = None, **kw: object) -> SSHHost:
+@pytest.fixture(scope="module")
+def rekey_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackFleet]:
+    """An sshd that starts a new key exchange after every 64 KiB (RekeyLimit, sshd_config(5))."""
+    require_sshd()
+    fleet = LoopbackFleet(tmp_path_factory.mktemp("sshd-rekey") / "fleet", sshd_options=["RekeyLimit 64K"])
+    fleet.add(REKEY_ADDR, "shell", shell="/bin/sh")
+    start_or_skip(fleet, REKEY_ADDR)
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+def host(fleet: LoopbackFleet, single: bool, config: Path | None = None, addr: str = SH_ADDR,
+         **kw: object) -> SSHHost:
     ctx = SSHContext(str(config or fleet.ssh_config))
-    return SSHHost.from_spec(fleet.spec(SH_ADDR), ctx, timeout=kw.pop("timeout", 60),  # type: ignore[arg-type]
+    return SSHHost.from_spec(fleet.spec(addr), ctx, timeout=kw.pop("timeout", 60),  # type: ignore[arg-type]
                              single_run=single, **kw)  # type: ignore[arg-type]
 
 
@@ -77,6 +92,25 @@ def test_a_script_and_an_output_larger_than_the_windows(sh_fleet: LoopbackFleet)
     data = os.urandom(3 << 20)
     got = host(sh_fleet, single=True).run("cat", input=data)
     assert got.rc == 0 and got.stdout == data
+
+
+def test_keys_exchanged_again_by_the_server_mid_run(rekey_fleet: LoopbackFleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server re-keys while the script goes out and the output comes back (the loop carries those
+    exchanges through itself; its steps wait for them: the test below) and every byte still arrives."""
+    from bsdcrypt.ssh.oneshot import LoopTransport
+
+    seen: list[int] = []
+    real = LoopTransport._parse_kex_init  # type: ignore[attr-defined]
+
+    def counted(self: LoopTransport, m: object) -> None:
+        seen.append(1)
+        real(self, m)
+
+    monkeypatch.setattr(LoopTransport, "_parse_kex_init", counted, raising=False)
+    data = os.urandom(1 << 20)
+    got = host(rekey_fleet, single=True, addr=REKEY_ADDR, timeout=120).run("cat", input=data)
+    assert got.rc == 0 and got.stdout == data
+    assert len(seen) > 2  # the first exchange, and the server's again
 
 
 def test_output_over_the_limit_is_garbage_not_a_timeout(sh_fleet: LoopbackFleet) -> None:
@@ -154,3 +188,51 @@ def test_an_abort_ends_a_single_run_naming_the_phase(loopback_fleet: FleetEnv) -
     watchdog.join(60)
     assert info.value.kind == "timeout"
     assert "during reading the output" in str(info.value), str(info.value)
+
+
+def test_no_step_runs_while_keys_are_exchanged_again() -> None:
+    """paramiko holds every message sent during a key exchange until it ends, and only the loop can carry
+    the exchange through: a step that sent then would wait for itself. Steps wait for the exchange."""
+    import socket
+    import time as _time
+
+    from bsdcrypt.ssh.oneshot import Loop, LoopTransport
+
+    a, b = socket.socketpair()
+    try:
+        transport = LoopTransport(a)
+        loop = Loop(transport, deadline=_time.monotonic() + 60)
+        ran: list[str] = []
+        loop.later(lambda: ran.append("step")).set()
+        transport.in_kex = True
+        assert loop.between_messages() is False and ran == []
+        transport.in_kex = False
+        assert loop.between_messages() is False and ran == ["step"]
+        loop.watch = lambda: True
+        assert loop.between_messages() is True and loop.finished and not transport.active
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_failing_step_ends_the_loop_with_its_error() -> None:
+    import socket
+    import time as _time
+
+    from bsdcrypt.ssh.oneshot import Loop, LoopTransport
+
+    a, b = socket.socketpair()
+    try:
+        transport = LoopTransport(a)
+        transport.active = True
+        loop = Loop(transport, deadline=_time.monotonic() + 60)
+
+        def fail() -> None:
+            raise SSHError("auth", "refused")
+
+        loop.later(fail).set()
+        assert loop.between_messages() is True
+        assert isinstance(loop.error, SSHError) and not loop.finished and not transport.active
+    finally:
+        a.close()
+        b.close()
