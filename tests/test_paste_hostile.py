@@ -230,3 +230,17 @@ def test_every_real_paste_reads_the_same_indented_quoted_or_with_crlf(path: Path
         s = _status(mangled)
         assert _fields(s) == _fields(plain), what
         assert sorted(f.id for f in findings(s)) == sorted(f.id for f in findings(plain)), what
+
+
+def test_paste_partial_says_what_the_other_parts_told_instead_of_calling_it_unknown() -> None:
+    # a bare 12.2 dmesg.boot decides the driver (preloaded aesni.ko), persistence and the boot's GELI
+    # providers: the finding must not say those fields stay unknown
+    msg = next(f.message for f in _status(DMESG_122).findings if f.id == "paste-partial")
+    assert "kldstat -v (whether the driver is compiled in, loaded or absent now; here aesni loaded, told from dmesg.boot)" in msg
+    assert "here told from loader (preloaded at boot: dmesg.boot)" in msg
+    assert "here the providers attached at boot, from dmesg.boot" in msg
+    assert "here as at boot, from dmesg.boot" in msg
+    assert "those fields stay unknown" not in msg
+    # a uname -a line alone decides none of them
+    msg = next(f.message for f in _status(UNAME_122).findings if f.id == "paste-partial")
+    assert "here" not in msg and "what only they show stays unknown" in msg
