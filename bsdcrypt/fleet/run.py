@@ -193,6 +193,7 @@ class Auditor:
             ssh=self.ssh_context(),
             timeout=self.options.timeout,
             max_output=PROBE_MAX_OUTPUT,  # hosts answering garbage must not hold 32 MiB each
+            single_run=True,  # one probe a host: no transport thread (bsdcrypt/ssh/oneshot.py)
         )
 
     def audit(self, entry: HostEntry, on_host: Callable[[Host], None] | None = None) -> HostResult:

@@ -38,19 +38,26 @@ def open_host(
     ssh: SSHContext | None = None,
     timeout: float | None = None,
     max_output: int | None = None,
+    single_run: bool = False,
 ) -> Host:
     """A Host for `local`, `replay:FILE|NAME` or `[user@]host[:port]`, wrapped for -v when it is on.
 
     A recording keeps its spec as written (`replay:NAME`, or the path as given), never where a shipped
     recording happens to be installed; a relative path is looked up first in `base_dir` (a hosts
-    file's folder). `ssh`, `timeout` and `max_output` go to an SSH host: its client config, its
-    deadline and how much output one command may return.
+    file's folder). `ssh`, `timeout`, `max_output` and `single_run` go to an SSH host: its client config,
+    its deadline, how much output one command may return, and whether it runs one command only
+    (then connects, runs and closes in the caller's thread: cheaper, see bsdcrypt/ssh/oneshot.py).
     """
-    return verbose.wrap(_open(spec, base_dir, ssh, timeout, max_output))
+    return verbose.wrap(_open(spec, base_dir, ssh, timeout, max_output, single_run))
 
 
 def _open(
-    spec: str | None, base_dir: str | None, ssh: SSHContext | None, timeout: float | None, max_output: int | None
+    spec: str | None,
+    base_dir: str | None,
+    ssh: SSHContext | None,
+    timeout: float | None,
+    max_output: int | None,
+    single_run: bool = False,
 ) -> Host:
     if spec is None or is_local(spec):
         return LocalHost()
@@ -62,7 +69,7 @@ def _open(
         return host
     from bsdcrypt.ssh import SSHHost
 
-    return SSHHost.from_spec(spec, ssh, timeout, max_output)
+    return SSHHost.from_spec(spec, ssh, timeout, max_output, single_run)
 
 
 def parse_host_spec(spec: str | None) -> Host:

@@ -7,17 +7,19 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import paramiko
 from paramiko.common import DEFAULT_MAX_PACKET_SIZE, DEFAULT_WINDOW_SIZE
 from paramiko.packet import Packetizer
+from paramiko.ssh_exception import PartialAuthentication
 
 from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
 from bsdcrypt.hosts.spec import SpecError, quote_value, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
+from bsdcrypt.ssh.oneshot import Loop, LoopTransport, supported
 from bsdcrypt.ssh.proxy import ProxyCommandExited, ProxyCommandSocket
 from bsdcrypt.ssh.transport import _CIPHERS, _DeadlinePacketizer, _host_key_algorithms, _Transport, _WireSocket
 
@@ -27,6 +29,7 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 DEFAULT_TIMEOUT = 30.0
 MAX_OUTPUT = 32 * 1024 * 1024
 MAX_PROXY_JUMPS = 8
+_T = TypeVar("_T", bound=paramiko.Transport)
 _IDLE_POLL = 1.0  # seconds between paramiko's checks of a quiet TCP connection (its default: 0.1)
 
 
@@ -60,9 +63,12 @@ class SSHHost:
         spec: str | None = None,
         timeout: float | None = None,
         max_output: int = MAX_OUTPUT,
+        single_run: bool = False,
     ) -> None:
         self.context = context or default_context()
         self.max_output = max_output  # stdout + stderr of one run, at most; more is an error (kind garbage)
+        # one run, then closed (fleet-audit): the whole connection in the caller's thread (ssh/oneshot.py)
+        self.single_run = single_run
         self.target = self.context.target(alias, user, port)
         self.name = alias
         self.spec = spec or alias
@@ -84,14 +90,14 @@ class SSHHost:
         context: SSHContext | None = None,
         timeout: float | None = None,
         max_output: int | None = None,
+        single_run: bool = False,
     ) -> SSHHost:
         try:
             user, host, port = split_spec(spec)
         except SpecError as exc:
             raise SSHError("config", f"bad host {quote_value(spec)}: {exc}") from exc
-        if max_output is None:
-            return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout)
-        return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout, max_output=max_output)
+        return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout,
+                   max_output=MAX_OUTPUT if max_output is None else max_output, single_run=single_run)
 
     # -- deadline helpers
 
@@ -297,6 +303,25 @@ class SSHHost:
     _packetizer: Any = None  # the transport's, kept after a failed connect closed it: what the peer sent
 
     def _connect(self) -> paramiko.Transport:
+        transport, known = self._new_transport(_Transport)
+        event = threading.Event()
+        transport.start_client(event=event)
+        done = event.wait(self._remaining())
+        if transport.remote_version:
+            self.phase = "key exchange"
+        if not done:
+            raise self._timeout_error()
+        if not transport.is_active():
+            exc = transport.get_exception()
+            raise exc if exc is not None else SSHError("closed", "SSH negotiation failed")
+        self.phase = "host key check"
+        self._check_host_key(transport, known)
+        self.phase = "authentication"
+        self._authenticate(transport)
+        return transport
+
+    def _new_transport(self, cls: type[_T]) -> tuple[_T, list[KnownKey]]:
+        """The TCP connection (or proxy) and a transport of `cls` on it, not started; the host's known keys."""
         t = self.target
         ctx = self.context
         self.phase = "connect"
@@ -309,7 +334,7 @@ class SSHHost:
             ctx.known_hosts.load(path)
         known = ctx.known_hosts.lookup(t.known_hosts_name)
         wire: Any = _WireSocket(sock) if isinstance(sock, socket.socket) else sock
-        transport = _Transport(wire)
+        transport = cls(wire)
         if isinstance(wire, _WireSocket):
             # paramiko's thread wakes every 0.1 s to poll for a close: ~10 GIL round trips per second per
             # host in flight, for nothing (deadlines are the worker's; abort and close shut the socket
@@ -329,21 +354,7 @@ class SSHHost:
         transport.handshake_timeout = remaining
         transport.auth_timeout = remaining
         self.phase = "banner"
-        event = threading.Event()
-        transport.start_client(event=event)
-        done = event.wait(self._remaining())
-        if transport.remote_version:
-            self.phase = "key exchange"
-        if not done:
-            raise self._timeout_error()
-        if not transport.is_active():
-            exc = transport.get_exception()
-            raise exc if exc is not None else SSHError("closed", "SSH negotiation failed")
-        self.phase = "host key check"
-        self._check_host_key(transport, known)
-        self.phase = "authentication"
-        self._authenticate(transport)
-        return transport
+        return transport, known
 
     def _check_host_key(self, transport: paramiko.Transport, known: list[KnownKey]) -> None:
         t = self.target
@@ -394,10 +405,32 @@ class SSHHost:
 
     def _authenticate(self, transport: paramiko.Transport) -> None:
         t = self.target
-        ctx = self.context
+        candidates, notes, agent = self._key_candidates()
         tried: list[str] = []
+        try:
+            for label, key in candidates:
+                tried.append(label)
+                try:
+                    self._remaining()
+                    rest = transport.auth_publickey(t.user, key)
+                except paramiko.BadAuthenticationType:
+                    raise
+                except paramiko.AuthenticationException:
+                    continue
+                if not rest and transport.is_authenticated():
+                    return
+                raise self._more_auth(rest)
+        finally:
+            if agent is not None:
+                agent.close()
+        raise self._auth_refused(tried, notes)
+
+    def _key_candidates(self) -> tuple[list[tuple[str, paramiko.PKey]], list[str], paramiko.Agent | None]:
+        """The keys to offer, in ssh's order, each once (label, key); notes on keys that could not be
+        used; the agent connection to close afterwards (None if not asked)."""
+        t = self.target
+        ctx = self.context
         notes: list[str] = []
-        offered: set[bytes] = set()
         file_keys: list[tuple[str, paramiko.PKey]] = []
         file_blobs: set[bytes] = set()
         unloaded = False  # an IdentityFile whose private key cannot be read here (the agent may hold it)
@@ -434,32 +467,27 @@ class SSHHost:
             except (paramiko.SSHException, OSError) as exc:
                 notes.append(f"ssh-agent unusable: {exc}")
         candidates += file_keys
-        try:
-            for label, key in candidates:
-                blob = key.asbytes()
-                if blob in offered:
-                    continue
+        offered: set[bytes] = set()
+        unique: list[tuple[str, paramiko.PKey]] = []
+        for label, key in candidates:
+            blob = key.asbytes()
+            if blob not in offered:
                 offered.add(blob)
-                tried.append(label)
-                try:
-                    self._remaining()
-                    rest = transport.auth_publickey(t.user, key)
-                except paramiko.BadAuthenticationType:
-                    raise
-                except paramiko.AuthenticationException:
-                    continue
-                if not rest and transport.is_authenticated():
-                    return
-                raise SSHError("auth", f"{t.user}@{t.hostname} wants more authentication ({', '.join(rest)})")
-        finally:
-            if agent is not None:
-                agent.close()
+                unique.append((label, key))
+        return unique, notes, agent
+
+    def _more_auth(self, rest: list[str]) -> SSHError:
+        t = self.target
+        return SSHError("auth", f"{t.user}@{t.hostname} wants more authentication ({', '.join(rest)})")
+
+    def _auth_refused(self, tried: list[str], notes: list[str]) -> SSHError:
+        t = self.target
         if not tried:
             extra = f" ({'; '.join(notes)})" if notes else ""
-            raise SSHError("no-keys", f"no SSH key to log in to {t.user}@{t.hostname}: no agent key and no "
-                           f"usable IdentityFile{extra}")
+            return SSHError("no-keys", f"no SSH key to log in to {t.user}@{t.hostname}: no agent key and no "
+                            f"usable IdentityFile{extra}")
         names = ", ".join(tried[:3]) + (f" and {len(tried) - 3} more" if len(tried) > 3 else "")
-        raise SSHError("auth", f"authentication refused for {t.user}@{t.hostname} (tried {names})")
+        return SSHError("auth", f"authentication refused for {t.user}@{t.hostname} (tried {names})")
 
     # -- run
 
@@ -470,6 +498,8 @@ class SSHHost:
             self._deadline = time.monotonic() + limit
         else:
             self._deadline = max(self._deadline, time.monotonic() + limit)
+        if self.single_run and self._transport is None and supported():
+            return self._run_once(command, input)
         transport = self.connect(self._deadline)
         try:
             return self._exec(transport, command, input)
@@ -480,13 +510,15 @@ class SSHHost:
                 raise self._timeout_error() from exc
             raise self._map_error(exc) from exc
 
+    def _window(self) -> int:
+        """The session channel's window, which bounds what paramiko buffers unread for us: half the output
+        allowed (fleet-audit: 512 KiB, so a real probe, <= 51 KB, still needs no window adjustment: paramiko
+        sends one per tenth of the window read), paramiko's 2 MiB for the commands allowed 32 MiB."""
+        return min(DEFAULT_WINDOW_SIZE, max(self.max_output // 2, DEFAULT_MAX_PACKET_SIZE))
+
     def _exec(self, transport: paramiko.Transport, command: str, input: bytes | None) -> RunResult:
         self._next_phase("opening the session")
-        # The channel's window bounds what paramiko buffers unread for us: half the output allowed (fleet-audit:
-        # 512 KiB, so a real probe, <= 51 KB, still needs no window adjustment: paramiko sends one per tenth of
-        # the window read), paramiko's 2 MiB for the commands allowed 32 MiB.
-        window = min(DEFAULT_WINDOW_SIZE, max(self.max_output // 2, DEFAULT_MAX_PACKET_SIZE))
-        chan = transport.open_session(window_size=window, timeout=self._remaining())
+        chan = transport.open_session(window_size=self._window(), timeout=self._remaining())
         try:
             # Always the one line every login shell parses alike (csh/tcsh too): see host.REMOTE_COMMAND.
             remote, stdin = REMOTE_COMMAND, stdin_script(command, input)
@@ -518,13 +550,124 @@ class SSHHost:
             self._next_phase("waiting for the exit status")
             while not chan.status_event.wait(min(self._remaining(), 0.5)):
                 pass
-            if not chan.event_ready and not out and not chan.exit_status_ready():
-                raise SSHError("protocol", f"{self.target.hostname} refused to run {remote!r} (exec request denied)")
-            # -1: the channel closed without an exit status (killed by a signal, or cut off)
-            rc = chan.exit_status if chan.exit_status_ready() else -1
-            return RunResult(rc, b"".join(out), b"".join(err))
+            return self._result(chan, remote, out, err)
         finally:
             chan.close()
+
+    def _result(self, chan: paramiko.Channel, remote: str, out: list[bytes], err: list[bytes]) -> RunResult:
+        if not chan.event_ready and not out and not chan.exit_status_ready():
+            raise SSHError("protocol", f"{self.target.hostname} refused to run {remote!r} (exec request denied)")
+        # -1: the channel closed without an exit status (killed by a signal, or cut off)
+        rc = chan.exit_status if chan.exit_status_ready() else -1
+        return RunResult(rc, b"".join(out), b"".join(err))
+
+    def _run_once(self, command: str, input: bytes | None) -> RunResult:
+        """The connection, the exec and the close, all in this thread (bsdcrypt.ssh.oneshot)."""
+        try:
+            return self._loop_exec(command, input)
+        except SSHError:
+            raise
+        except Exception as exc:
+            if self._aborted or time.monotonic() >= self._deadline:
+                raise self._timeout_error() from exc
+            raise self._map_error(exc) from exc
+        finally:
+            self._close_quietly()
+
+    def _loop_exec(self, command: str, input: bytes | None) -> RunResult:
+        """What connect() and _exec() do, as steps of paramiko's message loop run here: each step runs
+        when the one before it is answered (keys exchanged -> log in -> session open -> exec, script,
+        output), the script is sent as the server's window allows, the output read as it arrives."""
+        transport, known = self._new_transport(LoopTransport)
+        loop = Loop(transport, self._deadline)
+        t = self.target
+        remote, stdin = REMOTE_COMMAND, stdin_script(command, input)
+        out: list[bytes] = []
+        err: list[bytes] = []
+        size = 0
+        sent = 0  # bytes of stdin sent
+        sending = True
+        tried: list[str] = []
+        keys: list[tuple[str, paramiko.PKey]] = []
+        notes: list[str] = []
+        agent: paramiko.Agent | None = None
+        chan: paramiko.Channel | None = None
+
+        def keys_exchanged() -> None:
+            nonlocal keys, notes, agent
+            self.phase = "host key check"
+            self._check_host_key(transport, known)
+            self.phase = "authentication"
+            keys, notes, agent = self._key_candidates()
+            next_key()
+
+        def next_key() -> None:
+            if not keys:
+                raise self._auth_refused(tried, notes)
+            label, key = keys.pop(0)
+            tried.append(label)
+            self._remaining()
+            transport.auth_publickey(t.user, key, event=loop.later(answered))
+
+        def answered() -> None:
+            nonlocal chan
+            if not transport.is_authenticated():
+                exc = transport.get_exception()
+                if isinstance(exc, PartialAuthentication):
+                    raise self._more_auth(exc.allowed_types)
+                if isinstance(exc, paramiko.BadAuthenticationType):
+                    raise exc
+                next_key()  # refused: the next key, as auth_publickey's AuthenticationException
+                return
+            self._next_phase("opening the session")
+            chan = loop.open_session(self._window(), DEFAULT_MAX_PACKET_SIZE, opened)
+
+        def opened() -> None:
+            assert chan is not None
+            if not chan.active:  # the server refused the channel (paramiko saved why)
+                raise transport.get_exception() or paramiko.SSHException("Unable to open channel.")
+            self._next_phase("exec")
+            _exec_without_waiting(transport, chan, remote)
+            self.execs += 1
+            self._next_phase("sending the script")
+            loop.watch = progress
+
+        def progress() -> bool:
+            nonlocal sending, sent, size
+            assert chan is not None
+            if sending:
+                if chan.closed or chan.eof_sent:
+                    sending = False  # refused or gone: what it said is read below
+                else:  # all the server's window takes now (paramiko's send would wait for more; this never does)
+                    while sent < len(stdin) and chan.out_window_size > 0:
+                        sent += chan.send(stdin[sent:sent + 65536])  # a packet at most: no copy of the rest
+                    if sent == len(stdin):
+                        sending = False
+                        chan.shutdown_write()
+                        self._next_phase("reading the output")
+            while chan.recv_ready():
+                data = chan.recv(65536)
+                out.append(data)
+                size += len(data)
+                if size > self.max_output:
+                    raise self._too_much()
+            size += self._read_stderr(chan, err, size)
+            return bool(chan.eof_received or chan.closed) and (chan.exit_status_ready() or chan.closed)
+
+        transport.start_client(event=loop.later(keys_exchanged))
+        try:
+            transport.run()
+        finally:
+            if agent is not None:
+                agent.close()
+        if self.phase == "banner" and transport.remote_version:
+            self.phase = "key exchange"
+        if loop.error is not None:
+            raise loop.error
+        if not loop.finished or chan is None:
+            exc = transport.get_exception()
+            raise exc if exc is not None else SSHError("closed", "SSH negotiation failed")
+        return self._result(chan, remote, out, err)
 
     def _read_stderr(self, chan: paramiko.Channel, err: list[bytes], size: int) -> int:
         """What stderr holds now, counted with stdout against max_output; returns how many bytes."""

@@ -1,0 +1,156 @@
+"""SSHHost(single_run=True): fleet-audit's one exec a host with paramiko's loop in the caller's thread
+(bsdcrypt/ssh/oneshot.py), against a real OpenSSH sshd: the same results and errors as the threaded
+path, no thread started, a script and an output larger than the channel windows, the output limit,
+authentication with a refused key first, the deadline and the watchdog's abort."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bsdcrypt.ssh import SSHContext, SSHError, SSHHost
+
+from .conftest import FleetEnv, require_sshd, start_or_skip
+from .loopback import LoopbackFleet
+
+SH_ADDR = "127.5.0.1"
+
+
+@pytest.fixture(scope="module")
+def sh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackFleet]:
+    require_sshd()
+    fleet = LoopbackFleet(tmp_path_factory.mktemp("sshd-oneshot") / "fleet")
+    fleet.add(SH_ADDR, "shell", shell="/bin/sh")
+    start_or_skip(fleet, SH_ADDR)
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+def host(fleet: LoopbackFleet, single: bool, config: Path | None = None, **kw: object) -> SSHHost:
+    ctx = SSHContext(str(config or fleet.ssh_config))
+    return SSHHost.from_spec(fleet.spec(SH_ADDR), ctx, timeout=kw.pop("timeout", 60),  # type: ignore[arg-type]
+                             single_run=single, **kw)  # type: ignore[arg-type]
+
+
+COMMAND = "printf 'out\\n'; printf 'err' >&2; cat; exit 3"
+INPUT = bytes(range(256)) * 3 + b"no final newline"
+
+
+def test_single_run_gives_what_the_threaded_run_gives_without_a_thread(
+        sh_fleet: LoopbackFleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    threaded = host(sh_fleet, single=False)
+    try:
+        want = threaded.run(COMMAND, input=INPUT)
+    finally:
+        threaded.close()
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(type(self).__name__)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    single = host(sh_fleet, single=True)
+    got = single.run(COMMAND, input=INPUT)
+    assert started == []  # paramiko's transport thread included
+    assert got == want
+    assert (got.rc, got.stdout, got.stderr) == (3, b"out\n" + INPUT, b"err")
+    assert (single.connections, single.execs) == (1, 1)
+    assert single._transport is None  # noqa: SLF001 - closed with its one run
+    again = single.run("echo again")  # a second run is a second connection
+    assert (again.rc, again.stdout, single.connections, single.execs) == (0, b"again\n", 2, 2)
+    empty = single.run("")  # nothing to send: the EOF still goes out, sh -s ends
+    assert (empty.rc, empty.stdout) == (0, b"")
+
+
+def test_a_script_and_an_output_larger_than_the_windows(sh_fleet: LoopbackFleet) -> None:
+    """sshd's channel window is 2 MiB and bsdcrypt's 2 MiB here: ~5 MiB of script (3 MiB of input spelled
+    by printf) must go out as the server's window adjustments allow, and 3 MiB come back as ours do."""
+    data = os.urandom(3 << 20)
+    got = host(sh_fleet, single=True).run("cat", input=data)
+    assert got.rc == 0 and got.stdout == data
+
+
+def test_output_over_the_limit_is_garbage_not_a_timeout(sh_fleet: LoopbackFleet) -> None:
+    h = host(sh_fleet, single=True, max_output=64 << 10, timeout=600)
+    with pytest.raises(SSHError) as info:
+        h.run("head -c 4194304 /dev/zero")
+    assert info.value.kind == "garbage", str(info.value)
+    assert "more than 64 KiB" in str(info.value)
+
+
+def _config_with_keys(fleet: LoopbackFleet, tmp_path: Path, keys: list[Path]) -> Path:
+    text = fleet.ssh_config.read_text()
+    lines = [ln for ln in text.splitlines() if "IdentityFile" not in ln]
+    lines[1:1] = [f"    IdentityFile {k}" for k in keys]
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg
+
+
+def _stranger_key(tmp_path: Path) -> Path:
+    key = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    return key
+
+
+@pytest.mark.parametrize("single", [True, False], ids=["single-run", "threaded"])
+def test_a_refused_key_then_the_authorized_one(sh_fleet: LoopbackFleet, tmp_path: Path, single: bool) -> None:
+    stranger = _stranger_key(tmp_path)
+    cfg = _config_with_keys(sh_fleet, tmp_path, [stranger, sh_fleet.client_key])
+    h = host(sh_fleet, single=single, config=cfg)
+    try:
+        assert h.run("echo in").stdout == b"in\n"
+    finally:
+        h.close()
+    only = _config_with_keys(sh_fleet, tmp_path, [stranger])
+    h = host(sh_fleet, single=single, config=only)
+    with pytest.raises(SSHError) as info:
+        try:
+            h.run("echo in")
+        finally:
+            h.close()
+    assert info.value.kind == "auth"
+    assert f"tried {stranger}" in str(info.value), str(info.value)
+
+
+def test_the_deadline_ends_a_single_run_as_a_timeout(loopback_fleet: FleetEnv) -> None:
+    """The slow fake host answers nothing until the fleet stops; the deadline, checked at each of the
+    loop's 1 s socket polls, ends the run as a timeout naming the phase."""
+    ctx = SSHContext(str(loopback_fleet.fleet.ssh_config))
+    h = SSHHost.from_spec(loopback_fleet.spec("127.2.0.1"), ctx, timeout=2, single_run=True)
+    with pytest.raises(SSHError) as info:
+        h.run("echo x")
+    assert info.value.kind == "timeout"
+    assert "during reading the output" in str(info.value), str(info.value)
+    assert h._transport is None  # noqa: SLF001
+
+
+def test_an_abort_ends_a_single_run_naming_the_phase(loopback_fleet: FleetEnv) -> None:
+    from bsdcrypt.probe import PROBE_MAGIC
+
+    ctx = SSHContext(str(loopback_fleet.fleet.ssh_config))
+    h = SSHHost.from_spec(loopback_fleet.spec("127.2.0.1"), ctx, timeout=600, single_run=True)
+    reading = threading.Event()
+
+    def abort_when_reading() -> None:
+        while not reading.wait(0.02):
+            if h.phase == "reading the output":
+                reading.set()
+        h.abort()
+
+    watchdog = threading.Thread(target=abort_when_reading, daemon=True)
+    watchdog.start()
+    with pytest.raises(SSHError) as info:
+        h.run(f"echo {PROBE_MAGIC}; T=x")
+    watchdog.join(60)
+    assert info.value.kind == "timeout"
+    assert "during reading the output" in str(info.value), str(info.value)
