@@ -563,9 +563,12 @@ def _from_boot_message(info: DriverInfo, msg: DriverMessage, os: OSInfo) -> None
     compiled = in_generic(info.name or "", os) if stock_kernel(os) else None
     if compiled is None:
         info.state = "unknown"
+        kernel = (
+            f"a {os.kernel_ident} kernel of a release not shown" if stock_kernel(os) and os.release is None
+            else f"a kernel whose config ({os.kernel_ident or 'not shown'}) bsdcrypt does not know"
+        )
         info.reason = (
-            f"kldstat -v is missing, and dmesg's {info.name}0 line cannot tell compiled in from loaded on a kernel "
-            f"whose config ({os.kernel_ident or 'not shown'}) bsdcrypt does not know"
+            f"kldstat -v is missing, and dmesg's {info.name}0 line cannot tell compiled in from loaded on {kernel}"
         )
         return
     info.compiled_in = compiled

@@ -129,11 +129,11 @@ def test_a_cut_or_wrapped_real_paste_only_moves_toward_unknown(path: Path) -> No
     full = assess(full_ev, "h", "paste:h")
     want = _fields(full)
     asserted = {f.id for f in findings(full)}
-    several_boots = parse_dmesg(text).boots > 1
+    boots = parse_dmesg(text).boots
     checked = 0
     for what, cut in _cuts(text):
-        if several_boots and what.startswith("first"):
-            continue  # the start of a buffer of several boots is an earlier boot: other evidence, not less
+        if what.startswith("first") and parse_dmesg(cut).boots < boots:
+            continue  # cut before the last boot began: what is left is an earlier boot, other evidence
         ev = evidence_from_paste(cut)
         if ev is None:
             continue  # not taken for a paste at all: an unknown row
@@ -244,3 +244,12 @@ def test_paste_partial_says_what_the_other_parts_told_instead_of_calling_it_unkn
     # a uname -a line alone decides none of them
     msg = next(f.message for f in _status(UNAME_122).findings if f.id == "paste-partial")
     assert "here" not in msg and "what only they show stays unknown" in msg
+
+
+def test_a_banner_whose_release_cannot_be_read_is_not_called_an_unknown_config() -> None:
+    # control characters inside the release word (a terminal's colour codes copied along): GENERIC is
+    # known, the release is not -- the reason must say that, not "a config bsdcrypt does not know"
+    line = _banner_line(DMESG_142)
+    s = _status(DMESG_142.replace(line, line.replace("14.2-RELEASE", "14.2-RELEASE\x1b[31m")))
+    assert s.os.release is None and s.os.kernel_ident == "GENERIC" and s.driver.state == "unknown"
+    assert s.driver.reason is not None and "GENERIC kernel of a release not shown" in s.driver.reason
