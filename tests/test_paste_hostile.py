@@ -253,3 +253,12 @@ def test_a_banner_whose_release_cannot_be_read_is_not_called_an_unknown_config()
     s = _status(DMESG_142.replace(line, line.replace("14.2-RELEASE", "14.2-RELEASE\x1b[31m")))
     assert s.os.release is None and s.os.kernel_ident == "GENERIC" and s.driver.state == "unknown"
     assert s.driver.reason is not None and "GENERIC kernel of a release not shown" in s.driver.reason
+
+
+def test_a_paste_without_release_or_architecture_says_so_and_what_it_shows() -> None:
+    # the VMware disk excerpt and a geli list alone: no banner, no uname -a
+    vmware = _body(FIXTURES / "pastes" / "freebsd-ask-vmware-nvme-disk-excerpt.txt")
+    for text, shows in ((vmware, "a vmware guest"), (GELI_SW, "GELI providers")):
+        msg = next(f.message for f in findings(_status(text)) if f.id == "probe-incomplete")
+        assert msg.startswith("The paste shows neither the release nor the architecture") and shows in msg
+        assert "probe output" not in msg
