@@ -121,14 +121,21 @@ def findings(s: Status) -> list[Finding]:
     geli_soft = [g for g in s.geli if g.accelerated is False and g.accelerable]
 
     if s.os.release is None and s.os.arch is None:
-        out.append(
-            Finding(
-                "probe-incomplete",
-                "unknown",
-                "The probe output lacks the release and architecture: the host could not be assessed.",
-                "Run `bsdcrypt record -o host.yaml` on the host and check the recording for failed steps.",
+        if s.source.startswith("paste:"):
+            shown = [what for what, known in (
+                (f"a {s.cpu.hypervisor} guest", s.cpu.hypervisor),
+                (f"{d.name} {d.state}", d.name and d.state != "unknown"),
+                ("GELI providers", s.geli),
+            ) if known]
+            message = (
+                "The paste shows neither the release nor the architecture (no dmesg banner, no uname -a), so the "
+                "rest cannot be judged" + (f"; it does show: {', '.join(shown)}." if shown else ".")
             )
-        )
+            remedy = "Paste `uname -a` and /var/run/dmesg.boot as well."
+        else:
+            message = "The probe output lacks the release and architecture: the host could not be assessed."
+            remedy = "Run `bsdcrypt record -o host.yaml` on the host and check the recording for failed steps."
+        out.append(Finding("probe-incomplete", "unknown", message, remedy))
         return out
 
     if d.name is None and s.os.arch is None:

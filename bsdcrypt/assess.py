@@ -130,7 +130,7 @@ def assess(ev: Evidence, host: str, source: str) -> Status:
     status.findings = advice.findings(status) + userland.findings(status)
     missing = [name for name in DECISIVE_STEPS if name not in ev.steps]
     if ev.origin == "paste":
-        status.findings.append(_paste_finding(ev))
+        status.findings.append(_paste_finding(ev, status))
     elif missing:
         status.findings.append(
             Finding(
@@ -152,16 +152,34 @@ PASTE_PARTS = (
 )
 
 
-def _paste_finding(ev: Evidence) -> Finding:
+def _told_instead(step: str, status: Status) -> str | None:
+    """What the other parts of a paste decided in place of a part that was not pasted, if anything."""
+    d, p = status.driver, status.persist
+    if step == StepName.KLDSTAT_V and d.name and d.state != "unknown":
+        return f"{d.name} {d.state}, told from dmesg.boot"
+    if step == file_step(File.LOADER_CONF) and p.configured is not None:
+        return "compiled in, told from dmesg.boot" if p.source in (None, "kernel") else f"told from {p.source}"
+    if step == StepName.GELI_LIST and status.geli:
+        return "the providers attached at boot, from dmesg.boot"
+    if step == StepName.SYSCTL_DEV and d.attached is not None:
+        return "as at boot, from dmesg.boot"
+    return None
+
+
+def _paste_finding(ev: Evidence, status: Status) -> Finding:
     seen = [label for step, label in (
         (file_step(File.DMESG_BOOT), "dmesg"), (StepName.DMESG_FILTERED, "filtered dmesg"),
         (StepName.KLDSTAT_V, "kldstat"), (StepName.KLDSTAT_FILTERED, "filtered kldstat"),
         (StepName.UNAME_A, "uname -a"), (StepName.GELI_LIST, "geli list"), (StepName.SYSCTL, "sysctl"),
         (StepName.KENV_SMBIOS, "kenv"),
     ) if step in ev.steps] + sorted(k[len(FILE_PREFIX):] for k in ev.steps if k.startswith(file_step("/boot/")))
-    lacking = [f"{label} ({what})" for step, label, what in PASTE_PARTS if step not in ev.steps]
+    lacking = []
+    for step, label, what in PASTE_PARTS:
+        if step not in ev.steps:
+            instead = _told_instead(step, status)
+            lacking.append(f"{label} ({what}{'; here ' + instead if instead else ''})")
     message = f"Assessed from a paste of {', '.join(seen)}"
-    message += f"; not pasted: {'; '.join(lacking)}: those fields stay unknown." if lacking else "."
+    message += f"; not pasted: {'; '.join(lacking)}: what only they show stays unknown." if lacking else "."
     return Finding(
         "paste-partial",
         "info",  # what stays unknown carries its own unknown finding (driver-unknown, persist-unknown)
@@ -545,9 +563,12 @@ def _from_boot_message(info: DriverInfo, msg: DriverMessage, os: OSInfo) -> None
     compiled = in_generic(info.name or "", os) if stock_kernel(os) else None
     if compiled is None:
         info.state = "unknown"
+        kernel = (
+            f"a {os.kernel_ident} kernel of a release not shown" if stock_kernel(os) and os.release is None
+            else f"a kernel whose config ({os.kernel_ident or 'not shown'}) bsdcrypt does not know"
+        )
         info.reason = (
-            f"kldstat -v is missing, and dmesg's {info.name}0 line cannot tell compiled in from loaded on a kernel "
-            f"whose config ({os.kernel_ident or 'not shown'}) bsdcrypt does not know"
+            f"kldstat -v is missing, and dmesg's {info.name}0 line cannot tell compiled in from loaded on {kernel}"
         )
         return
     info.compiled_in = compiled

@@ -129,11 +129,11 @@ def test_a_cut_or_wrapped_real_paste_only_moves_toward_unknown(path: Path) -> No
     full = assess(full_ev, "h", "paste:h")
     want = _fields(full)
     asserted = {f.id for f in findings(full)}
-    several_boots = parse_dmesg(text).boots > 1
+    boots = parse_dmesg(text).boots
     checked = 0
     for what, cut in _cuts(text):
-        if several_boots and what.startswith("first"):
-            continue  # the start of a buffer of several boots is an earlier boot: other evidence, not less
+        if what.startswith("first") and parse_dmesg(cut).boots < boots:
+            continue  # cut before the last boot began: what is left is an earlier boot, other evidence
         ev = evidence_from_paste(cut)
         if ev is None:
             continue  # not taken for a paste at all: an unknown row
@@ -230,3 +230,49 @@ def test_every_real_paste_reads_the_same_indented_quoted_or_with_crlf(path: Path
         s = _status(mangled)
         assert _fields(s) == _fields(plain), what
         assert sorted(f.id for f in findings(s)) == sorted(f.id for f in findings(plain)), what
+
+
+def test_paste_partial_says_what_the_other_parts_told_instead_of_calling_it_unknown() -> None:
+    # a bare 12.2 dmesg.boot decides the driver (preloaded aesni.ko), persistence and the boot's GELI
+    # providers: the finding must not say those fields stay unknown
+    msg = next(f.message for f in _status(DMESG_122).findings if f.id == "paste-partial")
+    assert "kldstat -v (whether the driver is compiled in, loaded or absent now; here aesni loaded, told from dmesg.boot)" in msg
+    assert "here told from loader (preloaded at boot: dmesg.boot)" in msg
+    assert "here the providers attached at boot, from dmesg.boot" in msg
+    assert "here as at boot, from dmesg.boot" in msg
+    assert "those fields stay unknown" not in msg
+    # a uname -a line alone decides none of them
+    msg = next(f.message for f in _status(UNAME_122).findings if f.id == "paste-partial")
+    assert "here" not in msg and "what only they show stays unknown" in msg
+
+
+def test_a_banner_whose_release_cannot_be_read_is_not_called_an_unknown_config() -> None:
+    # control characters inside the release word (a terminal's colour codes copied along): GENERIC is
+    # known, the release is not -- the reason must say that, not "a config bsdcrypt does not know"
+    line = _banner_line(DMESG_142)
+    s = _status(DMESG_142.replace(line, line.replace("14.2-RELEASE", "14.2-RELEASE\x1b[31m")))
+    assert s.os.release is None and s.os.kernel_ident == "GENERIC" and s.driver.state == "unknown"
+    assert s.driver.reason is not None and "GENERIC kernel of a release not shown" in s.driver.reason
+
+
+def test_a_paste_without_release_or_architecture_says_so_and_what_it_shows() -> None:
+    # the VMware disk excerpt and a geli list alone: no banner, no uname -a
+    vmware = _body(FIXTURES / "pastes" / "freebsd-ask-vmware-nvme-disk-excerpt.txt")
+    for text, shows in ((vmware, "a vmware guest"), (GELI_SW, "GELI providers")):
+        msg = next(f.message for f in findings(_status(text)) if f.id == "probe-incomplete")
+        assert msg.startswith("The paste shows neither the release nor the architecture") and shows in msg
+        assert "probe output" not in msg
+
+
+def test_a_new_user_learns_that_analyze_reads_a_pasted_dmesg_boot() -> None:
+    # the README and `analyze --help` are where a user with a forum paste looks first
+    import os
+    import subprocess
+    import sys
+
+    readme = (FIXTURES.parent / "README.md").read_text()
+    assert "bsdcrypt analyze paste.txt" in readme and "dmesg.boot" in readme
+    env = {**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}
+    out = subprocess.run([sys.executable, "-m", "bsdcrypt", "analyze", "--help"], capture_output=True, text=True,
+                         env=env, timeout=120, check=True).stdout
+    assert "pastes" in out and "dmesg.boot" in out

@@ -33,7 +33,8 @@ def analyze(
     files: Annotated[
         list[str],
         typer.Argument(
-            help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs or recordings; - is stdin.",
+            help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs, recordings, or pastes "
+            "(a dmesg.boot, or dmesg, kldstat -v, uname -a, geli list and loader.conf glued together); - is stdin.",
             callback=nonempty,
         ),
     ],
