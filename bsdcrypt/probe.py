@@ -7,6 +7,7 @@ the others and no file content can forge a frame. No step needs root.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -217,10 +218,17 @@ BUFFER_COMMAND = "dd ibs=65536 obs=1048576 2>/dev/null"
 def build_script(token: str, *, buffered: bool = True) -> str:
     """The probe as one sh script; `token` frames the output of each step. `buffered=False`: every
     step writes its own output straight to stdout (the same bytes, in many small writes)."""
+    head, tail = _script_around_token(buffered)
+    return head + token + tail
+
+
+@functools.cache
+def _script_around_token(buffered: bool) -> tuple[str, str]:
+    """The script before and after the token (the same for every host: built once a process)."""
     lines = [
         "#!/bin/sh",
         PROBE_MAGIC,
-        f"T={token}",
+        "T=\0",
         "PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH",
         "LC_ALL=C; export LC_ALL",
         FRAME_FUNCTION,
@@ -240,7 +248,8 @@ def build_script(token: str, *, buffered: bool = True) -> str:
     else:
         lines += steps
     lines.append("exit 0")
-    return "\n".join(lines) + "\n"
+    head, _, tail = ("\n".join(lines) + "\n").partition("T=\0")
+    return head + "T=", tail
 
 
 def _named_files_script(globs: str) -> list[str]:
