@@ -218,13 +218,14 @@ BUFFER_COMMAND = "dd ibs=65536 obs=1048576 2>/dev/null"
 def build_script(token: str, *, buffered: bool = True) -> str:
     """The probe as one sh script; `token` frames the output of each step. `buffered=False`: every
     step writes its own output straight to stdout (the same bytes, in many small writes)."""
-    head, tail = _script_around_token(buffered)
+    head, tail = _script_around_token(buffered, STEPS, FILES, MODULE_FILES)
     return head + token + tail
 
 
 @functools.cache
-def _script_around_token(buffered: bool) -> tuple[str, str]:
-    """The script before and after the token (the same for every host: built once a process)."""
+def _script_around_token(buffered: bool, *tables: object) -> tuple[str, str]:
+    """The script before and after the token: the same for every host, built once a process (per
+    step tables: `tables` keys the cache, the tests add steps)."""
     lines = [
         "#!/bin/sh",
         PROBE_MAGIC,
