@@ -162,9 +162,14 @@ class SSHHost:
             raise
         except Exception as exc:
             self._close_quietly()
-            if self._aborted or time.monotonic() >= self._deadline:
-                raise self._timeout_error() from exc
-            raise self._map_error(exc) from exc
+            raise self._host_error(exc) from exc
+
+    def _host_error(self, exc: BaseException) -> SSHError:
+        """What a failure of paramiko or the socket means for this host: a timeout once it was aborted or
+        its deadline passed (the phase cut short is named), else what the exception says."""
+        if self._aborted or time.monotonic() >= self._deadline:
+            return self._timeout_error()
+        return self._map_error(exc)
 
     def _map_error(self, exc: BaseException) -> SSHError:
         t = self.target
@@ -506,9 +511,7 @@ class SSHHost:
         except SSHError:
             raise
         except Exception as exc:
-            if self._aborted or time.monotonic() >= self._deadline:
-                raise self._timeout_error() from exc
-            raise self._map_error(exc) from exc
+            raise self._host_error(exc) from exc
 
     def _window(self) -> int:
         """The session channel's window, which bounds what paramiko buffers unread for us: half the output
@@ -568,9 +571,7 @@ class SSHHost:
         except SSHError:
             raise
         except Exception as exc:
-            if self._aborted or time.monotonic() >= self._deadline:
-                raise self._timeout_error() from exc
-            raise self._map_error(exc) from exc
+            raise self._host_error(exc) from exc
         finally:
             self._close_quietly()
 

@@ -22,29 +22,27 @@ SH_ADDR = "127.5.0.1"
 REKEY_ADDR = "127.5.0.2"
 
 
-@pytest.fixture(scope="module")
-def sh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackFleet]:
+def _shell_fleet(factory: pytest.TempPathFactory, name: str, addr: str, **options: list[str]) -> Iterator[LoopbackFleet]:
+    """A real sshd whose one host runs the exec'd command with /bin/sh."""
     require_sshd()
-    fleet = LoopbackFleet(tmp_path_factory.mktemp("sshd-oneshot") / "fleet")
-    fleet.add(SH_ADDR, "shell", shell="/bin/sh")
-    start_or_skip(fleet, SH_ADDR)
+    fleet = LoopbackFleet(factory.mktemp(name) / "fleet", **options)
+    fleet.add(addr, "shell", shell="/bin/sh")
+    start_or_skip(fleet, addr)
     try:
         yield fleet
     finally:
         fleet.stop()
+
+
+@pytest.fixture(scope="module")
+def sh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackFleet]:
+    yield from _shell_fleet(tmp_path_factory, "sshd-oneshot", SH_ADDR)
 
 
 @pytest.fixture(scope="module")
 def rekey_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackFleet]:
     """An sshd that starts a new key exchange after every 64 KiB (RekeyLimit, sshd_config(5))."""
-    require_sshd()
-    fleet = LoopbackFleet(tmp_path_factory.mktemp("sshd-rekey") / "fleet", sshd_options=["RekeyLimit 64K"])
-    fleet.add(REKEY_ADDR, "shell", shell="/bin/sh")
-    start_or_skip(fleet, REKEY_ADDR)
-    try:
-        yield fleet
-    finally:
-        fleet.stop()
+    yield from _shell_fleet(tmp_path_factory, "sshd-rekey", REKEY_ADDR, sshd_options=["RekeyLimit 64K"])
 
 
 def host(fleet: LoopbackFleet, single: bool, config: Path | None = None, addr: str = SH_ADDR,
