@@ -436,7 +436,8 @@ class SSHHost:
         t = self.target
         ctx = self.context
         notes: list[str] = []
-        file_keys: list[tuple[str, paramiko.PKey]] = []
+        # (label, key, its public blob): each blob made once (paramiko builds it anew on every asbytes())
+        file_keys: list[tuple[str, paramiko.PKey, bytes]] = []
         file_blobs: set[bytes] = set()
         unloaded = False  # an IdentityFile whose private key cannot be read here (the agent may hold it)
         for path in t.identity_files:
@@ -449,11 +450,12 @@ class SSHHost:
                     file_blobs.add(pub)
                     unloaded = True
                 continue
-            file_keys.append((path, loaded))
-            file_blobs.add(loaded.asbytes())
-        local = {key.asbytes(): (path, key) for path, key in file_keys}
+            blob = loaded.asbytes()
+            file_keys.append((path, loaded, blob))
+            file_blobs.add(blob)
+        local = {blob: (path, key, blob) for path, key, blob in file_keys}
         agent: paramiko.Agent | None = None
-        candidates: list[tuple[str, paramiko.PKey]] = []
+        candidates: list[tuple[str, paramiko.PKey, bytes]] = []
         # The agent is asked only when it can add a key: with IdentitiesOnly and every IdentityFile loaded
         # here, it holds nothing that may be offered. A key held both by the agent and in a loadable
         # IdentityFile is signed here, in ssh's order, without a round trip to the agent (~1 ms a host).
@@ -468,14 +470,13 @@ class SSHHost:
                     if blob in local:
                         candidates.append(local[blob])
                         continue
-                    candidates.append((f"agent key {ak.comment or fingerprint(blob)}", ak))
+                    candidates.append((f"agent key {ak.comment or fingerprint(blob)}", ak, blob))
             except (paramiko.SSHException, OSError) as exc:
                 notes.append(f"ssh-agent unusable: {exc}")
         candidates += file_keys
         offered: set[bytes] = set()
         unique: list[tuple[str, paramiko.PKey]] = []
-        for label, key in candidates:
-            blob = key.asbytes()
+        for label, key, blob in candidates:
             if blob not in offered:
                 offered.add(blob)
                 unique.append((label, key))

@@ -242,6 +242,20 @@ def test_vm_hint_lines_are_all_found() -> None:
             assert anchored or any(lit in alt for lit in dmesg.VM_LITERALS), alt
 
 
+def test_vm_hint_prefilter_passes_every_hint_line_of_the_real_outputs() -> None:
+    """The cheap test parse_dmesg runs before the hint regexes lets through every real line they match."""
+    from bsdcrypt.parsers import dmesg
+
+    hits = 0
+    for name in names("dmesg"):
+        for raw in load("dmesg", name).splitlines():
+            line = raw.strip()
+            if dmesg._vm_hint(line) is not None:
+                hits += 1
+                assert line.startswith(dmesg.VM_LINE_STARTS) or dmesg._has_vm_literal(line), line
+    assert hits >= 10  # the real outputs hold hint lines of several hypervisors
+
+
 @pytest.mark.parametrize("fixture", ["hyperv-13.0-p4-i7-11375h.txt", "veertu-10.2-i7-4770hq-two-boots.txt",
                                      "opnsense21.1-xen-viridian-i3-7130u.txt"])
 def test_line_breaks_prefixes_and_indentation_change_nothing(fixture: str) -> None:
