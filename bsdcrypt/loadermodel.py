@@ -143,6 +143,8 @@ class _State:
 
 def _expand(value: str, env: dict[str, str], restricted: bool) -> str | None:
     """processEnvVar: `\\x` -> x, `$name`/`${name}` -> its value ("" if unset), a stray `"` -> None."""
+    if "$" not in value and "\\" not in value and '"' not in value:
+        return value  # what the loop below makes of it, character by character
     out: list[str] = []
     i, n = 0, len(value)
     while i < n:
@@ -175,11 +177,20 @@ def _expand(value: str, env: dict[str, str], restricted: bool) -> str | None:
     return "".join(out)
 
 
+_DEFAULT_LINES: dict[str, list[Line]] = {}  # DEFAULTS_TEXT parsed, by generation (built-in text)
+
+
 def _process(st: _State, loader_path: str, data: bytes) -> None:
     """Apply one file's assignments to the loader's state."""
     path = st.host(loader_path) if loader_path != DEFAULTS else DEFAULTS
     forth = st.generation == "forth"
-    for line in st.lines(data):
+    if loader_path == DEFAULTS:
+        lines = _DEFAULT_LINES.get(st.generation)
+        if lines is None:
+            lines = _DEFAULT_LINES[st.generation] = parse(data)
+    else:
+        lines = st.lines(data)
+    for line in lines:
         if forth and (line.kind == "malformed" or b"\r" in line.text):
             break  # support.4th: a syntax error ends the file; CR is not white space there
         if line.kind != "assign" or line.name is None or line.value is None:
@@ -277,10 +288,14 @@ def simulate(
     generation: str,
     root: str = "",
     orders: dict[str, tuple[str, ...]] | None = None,
+    parsed: dict[bytes, list[Line]] | None = None,
 ) -> tuple[Outcome, dict[str, tuple[str, ...]]]:
     """One run of the loader: its Outcome for `module`, and the directories it listed (loader path ->
-    the entries it selected, by name)."""
+    the entries it selected, by name). `parsed`: the files' lines as parsed by earlier runs on the
+    same files (filled in here)."""
     st = _State(generation, root.rstrip("/"), dict(files), dict(orders or {}), module)
+    if parsed is not None:
+        st.parsed = parsed
     if generation in ("lua13", "lua14"):
         _read_conf(st, DEFAULTS)
     else:
@@ -326,8 +341,9 @@ def outcomes(
     every directory order that matters (the first is the likeliest generation, entries by name)."""
     files = list(files)
     out: list[Outcome] = []
+    parsed: dict[bytes, list[Line]] = {}  # each file parsed once for all the runs below
     for gen in generations(major):
-        first, listings = simulate(files, module, gen, root)
+        first, listings = simulate(files, module, gen, root, parsed=parsed)
         out.append(first)
         seen: set[tuple[tuple[str, tuple[str, ...]], ...]] = set()
         for rnd in range(3):  # a new order can make the loader list another directory: look again
@@ -343,7 +359,7 @@ def outcomes(
                 if key in seen:
                     continue
                 seen.add(key)
-                o, got = simulate(files, module, gen, root, dict(key))
+                o, got = simulate(files, module, gen, root, dict(key), parsed)
                 out.append(o)
                 more.update({d: n for d, n in got.items() if d not in listings})
             if not more:
