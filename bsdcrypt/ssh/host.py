@@ -581,6 +581,9 @@ class SSHHost:
         when the one before it is answered (keys exchanged -> log in -> session open -> exec, script,
         output), the script is sent as the server's window allows, the output read as it arrives."""
         transport, known = self._new_transport(LoopTransport)
+        wire = transport.sock if isinstance(transport.sock, _WireSocket) else None
+        if wire is not None:
+            wire.quick = False  # every server message until the output is answered at once (see _WireSocket)
         loop = Loop(transport, self._deadline)
         t = self.target
         remote, stdin = REMOTE_COMMAND, stdin_script(command, input)
@@ -640,12 +643,16 @@ class SSHHost:
             if sending:
                 if chan.closed or chan.eof_sent:
                     sending = False  # refused or gone: what it said is read below
+                    if wire is not None:
+                        wire.quick = True
                 else:  # all the server's window takes now (paramiko's send would wait for more; this never does)
                     while sent < len(stdin) and chan.out_window_size > 0:
                         sent += chan.send(stdin[sent:sent + 65536])  # a packet at most: no copy of the rest
                     if sent == len(stdin):
                         sending = False
                         chan.shutdown_write()
+                        if wire is not None:
+                            wire.quick = True  # from here on the client only reads
                         self._next_phase("reading the output")
             while chan.recv_ready():
                 data = chan.recv(65536)

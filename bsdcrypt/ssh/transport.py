@@ -27,21 +27,28 @@ class _WireSocket:
     the channel-open confirmation); with Nagle on the server side and the client's delayed ACK,
     the second one waits ~40 ms for an ACK the client has no reason to send. Re-arming
     TCP_QUICKACK after each read acknowledges at once and removes that stall from every host.
+    `quick` False leaves the ACKs to ride on the client's next message: fleet-audit's one-shot loop
+    answers every server message of the handshake, login and exec at once (each answer carries the
+    ACK), and needs the quick ACKs only while it reads the output and waits for the close, where it
+    sends nothing (each quick ACK is a segment of its own: on loopback its delivery is the client's
+    CPU too).
     """
 
-    __slots__ = ("_sock", "send", "_buf", "_pos")
+    __slots__ = ("_sock", "send", "_buf", "_pos", "quick")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self.send = sock.send  # paramiko's packet writer: straight to the socket, no __getattr__
         self._buf = b""
         self._pos = 0
+        self.quick = True
 
     def recv(self, n: int) -> bytes:
         buf, pos = self._buf, self._pos
         if not buf:
             data = self._sock.recv(max(n, _READ_SIZE))
-            self._quickack()
+            if self.quick:
+                self._quickack()
             if len(data) <= n:
                 return data
             buf, pos = data, 0
