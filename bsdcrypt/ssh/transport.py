@@ -137,6 +137,33 @@ class _Transport(paramiko.Transport):
         if self.logger.isEnabledFor(DEBUG):
             self._log(DEBUG, f"Debug msg: {util.safe_string(msg)!r}")
 
+    _kh: tuple[Any, bytes, bytes] | None = None  # (K, H, the encoding of K || H) of the last key exchange
+
+    def _compute_key(self, id: str, nbytes: int) -> bytes:
+        """RFC 4253 7.2: HASH(K || H || id || session_id), extended by HASH(K || H || what came so far).
+        paramiko encodes K and H again for each of the six keys of a key exchange (its mpint
+        encoding is Python); here once per exchange."""
+        hash_algo = getattr(self.kex_engine, "hash_algo", None)
+        add_k = getattr(self, "_add_K", None)
+        if hash_algo is None or add_k is None:  # paramiko's own fallbacks (sha1, older paramiko)
+            return bytes(super()._compute_key(id, nbytes))  # type: ignore[misc]
+        k: Any = self.K
+        h: Any = self.H
+        session_id: Any = self.session_id
+        kh = self._kh
+        if kh is None or kh[0] != k or kh[1] != h:
+            m = paramiko.Message()
+            add_k(m)
+            m.add_bytes(h)
+            kh = self._kh = (k, h, m.asbytes())
+        prefix = kh[2]
+        out = sofar = hash_algo(prefix + id.encode("ascii") + session_id).digest()
+        while len(out) < nbytes:
+            digest = hash_algo(prefix + sofar).digest()
+            out += digest
+            sofar += digest
+        return bytes(out[:nbytes])
+
     def _filter_algorithm(self, type_: str) -> tuple[str, ...]:
         if not self.disabled_algorithms:
             return tuple(getattr(self, "_preferred_" + type_))

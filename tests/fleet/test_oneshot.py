@@ -232,3 +232,35 @@ def test_a_failing_step_ends_the_loop_with_its_error() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_key_derivation_is_paramikos() -> None:
+    """_Transport derives the session keys itself (K and H encoded once an exchange): the same bytes as
+    paramiko for every key letter and length, K as an mpint (curve25519, ECDH) or a string (hybrid
+    post-quantum exchanges), and again after K and H change (a re-key)."""
+    import hashlib
+    import os
+    import socket
+
+    import paramiko
+
+    from bsdcrypt.ssh.transport import _Transport
+
+    class Engine:
+        hash_algo = hashlib.sha256
+
+    a, b = socket.socketpair()
+    try:
+        ours, theirs = _Transport(a), paramiko.Transport(b)
+        for t in (ours, theirs):
+            t.kex_engine = Engine()
+        for k in (int.from_bytes(os.urandom(32), "big"), 1 << 255, 5, os.urandom(32)):
+            h = os.urandom(32)
+            for t in (ours, theirs):
+                t.K, t.H, t.session_id = k, h, h if isinstance(k, bytes) else b"first" + h
+            for letter in "ABCDEF":
+                for size in (12, 16, 32, 33, 64, 100):
+                    assert ours._compute_key(letter, size) == theirs._compute_key(letter, size)
+    finally:
+        a.close()
+        b.close()
