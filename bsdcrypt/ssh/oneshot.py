@@ -24,7 +24,7 @@ import paramiko
 from paramiko.channel import Channel
 from paramiko.common import MSG_IGNORE, cMSG_CHANNEL_OPEN
 
-from bsdcrypt.ssh.transport import _DeadlinePacketizer, _Transport
+from bsdcrypt.ssh.transport import _DeadlinePacketizer, _Transport, _WireSocket
 
 
 class Later:
@@ -59,6 +59,18 @@ class LoopPacketizer(_DeadlinePacketizer):
     deadline holds for the whole exec (paramiko's handshake timeout ends with the first message)."""
 
     loop: Loop | None = None
+    wire: _WireSocket | None = None
+
+    def read_all(self, n: int, check_rekey: bool = False) -> bytes:
+        """paramiko reads each packet in two exact-size pieces; when the socket's buffer holds a piece
+        already (most packets arrive in flights), it is taken from there without paramiko's read
+        loop and its deadline and rekey checks, which run with every read that waits for the network."""
+        wire = self.wire
+        if wire is not None and not self.__dict__.get("_Packetizer__remainder"):
+            data = wire.take(n)
+            if data is not None:
+                return data
+        return bytes(super().read_all(n, check_rekey))
 
     def handshake_timed_out(self) -> bool:
         loop = self.loop
@@ -94,6 +106,10 @@ class Loop:
         packetizer: Any = transport.packetizer
         packetizer.__class__ = LoopPacketizer
         packetizer.loop = self
+        sock = transport.sock
+        # only where paramiko keeps what it read past the banner where read_all looks (3.4-5.x)
+        known = "_Packetizer__remainder" in packetizer.__dict__
+        packetizer.wire = sock if isinstance(sock, _WireSocket) and known else None
 
     def later(self, step: Callable[[], None]) -> threading.Event:
         """What paramiko takes for an event it sets when something is answered."""

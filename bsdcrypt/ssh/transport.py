@@ -59,6 +59,19 @@ class _WireSocket:
             self._buf, self._pos = buf, stop
         return buf[pos:stop] if pos or stop < len(buf) else buf
 
+    def take(self, n: int) -> bytes | None:
+        """The next `n` bytes if the buffer holds them all (no system call), else None."""
+        buf, pos = self._buf, self._pos
+        stop = pos + n
+        size = len(buf)
+        if stop > size or n <= 0:
+            return None
+        if stop == size:
+            self._buf, self._pos = b"", 0
+            return buf[pos:] if pos else buf
+        self._pos = stop
+        return buf[pos:stop]
+
     def _quickack(self) -> None:
         if _TCP_QUICKACK:
             try:

@@ -264,3 +264,28 @@ def test_key_derivation_is_paramikos() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_wire_socket_take_serves_only_what_it_holds() -> None:
+    """`take` gives the next n bytes only when the buffer holds them all, and never reads the socket;
+    `recv` and `take` share one buffer in order."""
+    import socket
+
+    from bsdcrypt.ssh.transport import _WireSocket
+
+    a, b = socket.socketpair()
+    try:
+        w = _WireSocket(a)
+        assert w.take(4) is None  # nothing buffered: no read
+        b.sendall(b"0123456789")
+        assert w.recv(3) == b"012"  # one read buffers the rest
+        assert w.take(4) == b"3456"
+        assert w.take(4) is None  # 3 bytes left
+        assert w.take(0) is None
+        assert w.recv(10) == b"789"
+        assert w.take(1) is None
+        b.sendall(b"abcdef")
+        assert w.recv(2) == b"ab" and w.take(4) == b"cdef" and w.take(1) is None
+    finally:
+        a.close()
+        b.close()
