@@ -71,7 +71,7 @@ VM_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"<(?:BOCHS|QEMU)\b|\bBXPC(?:APIC|RSDT)\b"), "qemu"),
 )
 # Every match of a VM_HINTS pattern holds one of these or starts its line with one of VM_LINE_STARTS
-# (tests/parsers/test_dmesg.py checks it): the lines _vm_hint is tried on.
+# (tests/parsers/test_dmesg.py checks it): the lines vm_hint_of is tried on.
 VM_LITERALS = ("VBOX", "VMware", "Parallels", "BOCHS", "QEMU", "BXPC")
 VM_LINE_STARTS = ("vboxguest", "vmci", "pvscsi", "XEN: ", "xenpci", "xn", "Hyper-V", "vmbus")
 # First characters of every line the loop in parse_dmesg looks at after the banner:
@@ -250,7 +250,7 @@ def _banner_fields(body: list[str], i: int) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _has_vm_literal(line: str) -> bool:
+def has_vm_literal(line: str) -> bool:
     """Whether one of VM_LITERALS is in the line (plain `in` tests: far cheaper than the hint regexes
     on the long CPU feature lines, which hold none)."""
     for lit in VM_LITERALS:
@@ -259,7 +259,7 @@ def _has_vm_literal(line: str) -> bool:
     return False
 
 
-def _vm_hint(line: str) -> str | None:
+def vm_hint_of(line: str) -> str | None:
     for pattern, name in VM_HINTS:
         if pattern.search(line):
             return name
@@ -313,8 +313,8 @@ def parse_dmesg(text: str) -> DmesgBoot:
                 if m.group(2).endswith("-HBSD"):
                     hbsd = True
                 continue
-        if vm_hint is None and (line.startswith(VM_LINE_STARTS) or _has_vm_literal(line)):
-            vm_hint = _vm_hint(line)
+        if vm_hint is None and (line.startswith(VM_LINE_STARTS) or has_vm_literal(line)):
+            vm_hint = vm_hint_of(line)
             if vm_hint is not None:
                 vm_hint_text = line
         if root_at is None and _ROOT_MOUNT in line:

@@ -21,7 +21,7 @@ from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
 from bsdcrypt.ssh.oneshot import Loop, LoopTransport, supported
 from bsdcrypt.ssh.proxy import ProxyCommandExited, ProxyCommandSocket
-from bsdcrypt.ssh.transport import _CIPHERS, _DeadlinePacketizer, _host_key_algorithms, _Transport, _WireSocket
+from bsdcrypt.ssh.transport import _CIPHERS, WireSocket, _DeadlinePacketizer, _host_key_algorithms, _Transport
 
 # paramiko logs handshake failures with tracebacks; our callers get one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -338,9 +338,9 @@ class SSHHost:
         for path in t.user_known_hosts + t.global_known_hosts:
             ctx.known_hosts.load(path)
         known = ctx.known_hosts.lookup(t.known_hosts_name)
-        wire: Any = _WireSocket(sock) if isinstance(sock, socket.socket) else sock
+        wire: Any = WireSocket(sock) if isinstance(sock, socket.socket) else sock
         transport = cls(wire)
-        if isinstance(wire, _WireSocket):
+        if isinstance(wire, WireSocket):
             # paramiko's thread wakes every 0.1 s to poll for a close: ~10 GIL round trips per second per
             # host in flight, for nothing (deadlines are the worker's; abort and close shut the socket
             # down, which ends the wait at once). Measured: -9% client CPU per host at 500 hosts.
@@ -581,9 +581,9 @@ class SSHHost:
         when the one before it is answered (keys exchanged -> log in -> session open -> exec, script,
         output), the script is sent as the server's window allows, the output read as it arrives."""
         transport, known = self._new_transport(LoopTransport)
-        wire = transport.sock if isinstance(transport.sock, _WireSocket) else None
+        wire = transport.sock if isinstance(transport.sock, WireSocket) else None
         if wire is not None:
-            wire.quick = False  # every server message until the output is answered at once (see _WireSocket)
+            wire.quick = False  # every server message until the output is answered at once (see WireSocket)
         loop = Loop(transport, self._deadline)
         t = self.target
         remote, stdin = REMOTE_COMMAND, stdin_script(command, input)

@@ -24,7 +24,7 @@ import paramiko
 from paramiko.channel import Channel
 from paramiko.common import MSG_IGNORE, cMSG_CHANNEL_OPEN
 
-from bsdcrypt.ssh.transport import _DeadlinePacketizer, _Transport, _WireSocket
+from bsdcrypt.ssh.transport import WireSocket, _DeadlinePacketizer, _Transport
 
 
 class Later:
@@ -59,7 +59,7 @@ class LoopPacketizer(_DeadlinePacketizer):
     deadline holds for the whole exec (paramiko's handshake timeout ends with the first message)."""
 
     loop: Loop | None = None
-    wire: _WireSocket | None = None
+    wire: WireSocket | None = None
 
     def read_all(self, n: int, check_rekey: bool = False) -> bytes:
         """paramiko reads each packet in two exact-size pieces; when the socket's buffer holds a piece
@@ -109,7 +109,7 @@ class Loop:
         sock = transport.sock
         # only where paramiko keeps what it read past the banner where read_all looks (3.4-5.x)
         known = "_Packetizer__remainder" in packetizer.__dict__
-        packetizer.wire = sock if isinstance(sock, _WireSocket) and known else None
+        packetizer.wire = sock if isinstance(sock, WireSocket) and known else None
 
     def later(self, step: Callable[[], None]) -> threading.Event:
         """What paramiko takes for an event it sets when something is answered."""

@@ -15,7 +15,7 @@ from paramiko.packet import Packetizer
 from bsdcrypt.ssh.knownhosts import KnownKey
 
 
-class _WireSocket:
+class WireSocket:
     """The TCP socket as paramiko's packet layer sees it: buffered reads, quick ACKs (Linux).
 
     paramiko reads every packet with two exact-size `recv` calls (length, then the rest), so a
@@ -153,34 +153,38 @@ class _Transport(paramiko.Transport):
     _kh: tuple[Any, bytes, bytes] | None = None  # (K, H, the encoding of K || H) of the last key exchange
 
     def _compute_key(self, id: str, nbytes: int) -> bytes:
-        """RFC 4253 7.2: HASH(K || H || id || session_id), extended by HASH(K || H || what came so far).
-        paramiko encodes K and H again for each of the six keys of a key exchange (its mpint
-        encoding is Python); here once per exchange."""
+        """paramiko encodes K and H again for each of the six keys of a key exchange (its mpint
+        encoding is Python); here once per exchange (`session_key`)."""
         hash_algo = getattr(self.kex_engine, "hash_algo", None)
         add_k = getattr(self, "_add_K", None)
         if hash_algo is None or add_k is None:  # paramiko's own fallbacks (sha1, older paramiko)
             return bytes(super()._compute_key(id, nbytes))  # type: ignore[misc]
         k: Any = self.K
         h: Any = self.H
-        session_id: Any = self.session_id
         kh = self._kh
         if kh is None or kh[0] != k or kh[1] != h:
             m = paramiko.Message()
             add_k(m)
             m.add_bytes(h)
             kh = self._kh = (k, h, m.asbytes())
-        prefix = kh[2]
-        out = sofar = hash_algo(prefix + id.encode("ascii") + session_id).digest()
-        while len(out) < nbytes:
-            digest = hash_algo(prefix + sofar).digest()
-            out += digest
-            sofar += digest
-        return bytes(out[:nbytes])
+        session_id: Any = self.session_id
+        return session_key(hash_algo, kh[2], id, session_id, nbytes)
 
     def _filter_algorithm(self, type_: str) -> tuple[str, ...]:
         if not self.disabled_algorithms:
             return tuple(getattr(self, "_preferred_" + type_))
         return tuple(super()._filter_algorithm(type_))  # type: ignore[misc]
+
+
+def session_key(hash_algo: Any, k_h: bytes, letter: str, session_id: bytes, nbytes: int) -> bytes:
+    """RFC 4253 7.2: HASH(K || H || letter || session_id), extended by HASH(K || H || what came so far)
+    until `nbytes` long; `k_h` is K and H as the exchange encodes them."""
+    out = sofar = hash_algo(k_h + letter.encode("ascii") + session_id).digest()
+    while len(out) < nbytes:
+        digest = hash_algo(k_h + sofar).digest()
+        out += digest
+        sofar += digest
+    return bytes(out[:nbytes])
 
 
 def _host_key_algorithms(known: list[KnownKey]) -> tuple[str, ...]:

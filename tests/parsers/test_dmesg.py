@@ -223,7 +223,7 @@ def test_never_raises_bytes(data: bytes) -> None:
 
 
 def test_vm_hint_lines_are_all_found() -> None:
-    """parse_dmesg tries _vm_hint only on lines holding a VM_LITERALS string or starting with a
+    """parse_dmesg tries vm_hint_of only on lines holding a VM_LITERALS string or starting with a
     VM_LINE_STARTS one: every alternative of every hint pattern must hold one of them."""
     from bsdcrypt.parsers import dmesg
 
@@ -250,9 +250,9 @@ def test_vm_hint_prefilter_passes_every_hint_line_of_the_real_outputs() -> None:
     for name in names("dmesg"):
         for raw in load("dmesg", name).splitlines():
             line = raw.strip()
-            if dmesg._vm_hint(line) is not None:
+            if dmesg.vm_hint_of(line) is not None:
                 hits += 1
-                assert line.startswith(dmesg.VM_LINE_STARTS) or dmesg._has_vm_literal(line), line
+                assert line.startswith(dmesg.VM_LINE_STARTS) or dmesg.has_vm_literal(line), line
     assert hits >= 10  # the real outputs hold hint lines of several hypervisors
 
 
