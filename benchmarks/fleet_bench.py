@@ -16,7 +16,7 @@ Everything runs in a private network namespace (`unshare --net`, its own loopbac
 other processes disturbs it, and the namespace's TCP counters (/proc/net/snmp) count the segments
 of exactly one tool run. Nothing of this machine is changed.
 
-Tools, run as separate processes one after the other in the same order in every round (A B C A B C):
+Tools, run as separate processes one after the other, the order reversed every other round (A B C C B A):
   - bsdcrypt fleet-audit: the whole CLI, `-f json -o FILE`; every host's report must equal the
     recording's golden status (fixtures/golden, except the host name and source fields), or, for a
     recording older than some probe steps, the status of the fake host's own output (see
@@ -289,7 +289,10 @@ def run(args: argparse.Namespace) -> None:
                              _strip(json.loads((before_dir / "fixtures" / "golden" / f"{rec_of[a].stem}.json")
                                                .read_text())) for a in addrs} if before_dir else {}
             for rnd in range(args.rounds):
-                for name, (cmd, cwd) in tools(hosts, work / "report.json").items():
+                order = list(tools(hosts, work / "report.json").items())
+                if rnd % 2:  # A B C, then C B A: a machine that drifts within a round favours no tool
+                    order.reverse()
+                for name, (cmd, cwd) in order:
                     (work / "report.json").unlink(missing_ok=True)
                     mark = fleet.log_mark()
                     m = run_measured(cmd, dict(env, PYTHONPATH=str(cwd)), cwd)
