@@ -181,7 +181,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 def plain(obj: Any) -> Any:
     """What `dataclasses.asdict` makes of a status (dicts, lists and tuples of fresh copies), without
     its deep copy of every string and number: immutable values are shared (a fleet report builds one
-    per host; tests/test_status.py checks the result equals asdict's)."""
+    per host; tests/test_status_golden.py checks the result equals asdict's)."""
     if isinstance(obj, _ATOMS):
         return obj
     cls = type(obj)
