@@ -89,6 +89,10 @@ _TCP_QUICKACK: int = getattr(socket, "TCP_QUICKACK", 0)
 
 HEARD_KEPT = 256
 MAX_PRE_BANNER = 64 * 1024  # RFC 4253 4.2 lets a server send lines before its version; none sends this much
+# OpenSSH's PACKET_MAX_SIZE (crypto/openssh/packet.c): a longer packet_length is "Bad packet length" to
+# ssh; paramiko would read it all (4 GiB at most) into one buffer. Plus room for a MAC (64 at most).
+MAX_PACKET = 256 * 1024
+_MAX_READ = MAX_PACKET + 64
 
 
 class _DeadlinePacketizer(Packetizer):
@@ -115,6 +119,14 @@ class _DeadlinePacketizer(Packetizer):
         if self.heard_size > MAX_PRE_BANNER:
             raise EOFError(f"more than {MAX_PRE_BANNER} bytes without an SSH banner")
         return data
+
+    def read_all(self, n: int, check_rekey: bool = False) -> bytes:
+        """paramiko's read of `n` bytes, refused when `n` is more than a packet can be: paramiko takes the
+        length from the packet itself, so a hostile server could make it gather gigabytes (895 MB in
+        8 s on loopback before the host's deadline ended it)."""
+        if n > _MAX_READ:
+            raise paramiko.SSHException(f"the server sent a packet of {n} bytes; ssh accepts {MAX_PACKET} at most")
+        return bytes(super().read_all(n, check_rekey))
 
     def start_handshake(self, timeout: float) -> None:
         if self._hs_deadline is None:

@@ -244,6 +244,38 @@ def test_a_non_ssh_listener_is_a_no_ssh_row_in_the_fleet(tmp_path: Path) -> None
     assert "does not speak SSH: it sent '220 mail.example.org" in (r.error or "")
 
 
+def _announces_a_huge_packet(conn: socket.socket) -> None:
+    """An SSH banner, then a packet header whose length says 1 GiB, then zeros for as long as it is read."""
+    import struct
+
+    conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n" + struct.pack(">I", (1 << 30) - 4) + b"\x04")
+    zeros = b"\0" * 65536
+    for _ in range(2048):  # at most 128 MiB, then hold the connection
+        conn.sendall(zeros)
+
+
+@pytest.mark.parametrize("single_run", [True, False], ids=["fleet-loop", "threaded"])
+def test_a_packet_longer_than_ssh_accepts_ends_the_host_at_once(nokh: SSHContext, single_run: bool) -> None:
+    """paramiko takes a packet's length from the packet and reads that much into one buffer: a hostile host
+    announcing 1 GiB made the client gather ~900 MB before its deadline. The length is refused as ssh
+    refuses it (more than 256 KiB), as soon as it is read: a protocol row naming the size, not a timeout."""
+    from bsdcrypt.ssh.transport import MAX_PACKET
+
+    listener = Listener(_announces_a_huge_packet)
+    host = SSHHost.from_spec(f"root@127.6.0.1:{listener.port}", nokh, timeout=60, single_run=single_run)
+    try:
+        with pytest.raises(SSHError) as caught:
+            host.run("true")
+    finally:
+        host.close()
+        listener.shutdown()
+    err = caught.value
+    assert err.kind == "protocol", str(err)
+    # before the key exchange paramiko reads 8 bytes, then the packet's rest: 2**30 - 4 - 4 bytes
+    assert f"a packet of {(1 << 30) - 8} bytes" in str(err), str(err)
+    assert f"{MAX_PACKET} at most" in str(err), str(err)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=400))
 def test_shown_bytes_is_printable_and_short(data: bytes) -> None:
