@@ -125,7 +125,7 @@ class _DeadlinePacketizer(Packetizer):
         length from the packet itself, so a hostile server could make it gather gigabytes (895 MB in
         8 s on loopback before the host's deadline ended it)."""
         if n > _MAX_READ:
-            raise paramiko.SSHException(f"the server sent a packet of {n} bytes; ssh accepts {MAX_PACKET} at most")
+            raise paramiko.SSHException(f"the server announced a packet of {n} bytes; ssh accepts {MAX_PACKET} at most")
         return bytes(super().read_all(n, check_rekey))
 
     def start_handshake(self, timeout: float) -> None:
