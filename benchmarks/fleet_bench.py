@@ -178,13 +178,19 @@ def main() -> None:
                     help="which tools to run (bsdcrypt, before, oneline, v1, buffered)")
     ap.add_argument("--json", help="also write every run as JSON here")
     args = ap.parse_args()
+    enter_private_netns("fleet_bench.py")
+    run(args)
+
+
+def enter_private_netns(script: str) -> None:
+    """Re-run this process in a private network namespace (`unshare --net`) with its loopback up; the
+    fake hosts' chroots and the namespace need root."""
     if os.environ.get(IN_NETNS) != "1":
         if os.geteuid() != 0:
-            raise SystemExit("fleet_bench.py needs root: the fake hosts are chroots, the fleet a network namespace")
+            raise SystemExit(f"{script} needs root: the fake hosts are chroots, the fleet a network namespace")
         env = dict(os.environ, **{IN_NETNS: "1"})
         os.execvpe("unshare", ["unshare", "--net", "--", sys.executable, *sys.argv], env)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    run(args)
 
 
 def run(args: argparse.Namespace) -> None:

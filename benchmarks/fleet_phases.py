@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,12 +52,7 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=48)
     ap.add_argument("--passes", type=int, default=5)
     args = ap.parse_args()
-    if os.environ.get(fleet_bench.IN_NETNS) != "1":
-        if os.geteuid() != 0:
-            raise SystemExit("fleet_phases.py needs root: the fake hosts are chroots, the fleet a network namespace")
-        os.execvpe("unshare", ["unshare", "--net", "--", sys.executable, *sys.argv],
-                   dict(os.environ, **{fleet_bench.IN_NETNS: "1"}))
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    fleet_bench.enter_private_netns("fleet_phases.py")
 
     from bsdcrypt import pipeline, probe
     from bsdcrypt.fleet.results import FleetRun
