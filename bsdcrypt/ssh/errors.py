@@ -1,4 +1,4 @@
-"""The one error type of bsdcrypt.ssh."""
+"""The one error type of bsdcrypt.ssh, and how a peer's bytes are shown in its messages."""
 
 from __future__ import annotations
 
@@ -16,3 +16,17 @@ class SSHError(HostError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+def shown_bytes(data: bytes, limit: int = 60) -> str:
+    """A peer's bytes quoted for an error line: printable ASCII as is, the rest escaped (\\r, \\x1b),
+    at most about `limit` characters."""
+    parts: list[str] = []
+    size = 0
+    for byte in data:
+        if size >= limit:
+            return "'" + "".join(parts) + "'…"
+        part = bytes([byte]).decode("latin-1").encode("unicode_escape").decode("ascii").replace("'", "\\'")
+        parts.append(part)
+        size += len(part)
+    return "'" + "".join(parts) + "'"

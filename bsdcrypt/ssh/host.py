@@ -17,11 +17,15 @@ from paramiko.ssh_exception import PartialAuthentication
 from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
 from bsdcrypt.hosts.spec import SpecError, quote_value, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
-from bsdcrypt.ssh.errors import SSHError
+from bsdcrypt.ssh.direct import exec_once
+from bsdcrypt.ssh.errors import SSHError, shown_bytes
+from bsdcrypt.ssh.kex import KexError, Unsupported
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
 from bsdcrypt.ssh.oneshot import Loop, LoopTransport, supported
+from bsdcrypt.ssh.packets import BannerError, PacketError, Packets
 from bsdcrypt.ssh.proxy import ProxyCommandExited, ProxyCommandSocket
 from bsdcrypt.ssh.transport import _CIPHERS, WireSocket, _DeadlinePacketizer, _host_key_algorithms, _Transport
+from bsdcrypt.ssh.wireformat import Truncated
 
 # paramiko logs handshake failures with tracebacks; our callers get one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -31,20 +35,6 @@ MAX_OUTPUT = 32 * 1024 * 1024
 MAX_PROXY_JUMPS = 8
 _T = TypeVar("_T", bound=paramiko.Transport)
 _IDLE_POLL = 1.0  # seconds between paramiko's checks of a quiet TCP connection (its default: 0.1)
-
-
-def shown_bytes(data: bytes, limit: int = 60) -> str:
-    """A peer's bytes quoted for an error line: printable ASCII as is, the rest escaped (\\r, \\x1b),
-    at most about `limit` characters."""
-    parts: list[str] = []
-    size = 0
-    for byte in data:
-        if size >= limit:
-            return "'" + "".join(parts) + "'…"
-        part = bytes([byte]).decode("latin-1").encode("unicode_escape").decode("ascii").replace("'", "\\'")
-        parts.append(part)
-        size += len(part)
-    return "'" + "".join(parts) + "'"
 
 
 class SSHHost:
@@ -76,6 +66,8 @@ class SSHHost:
         self.phase = "connect"
         self.connections = 0
         self.execs = 0
+        self.key_exchanges = 0  # by bsdcrypt.ssh.direct (fleet-audit), the server's later ones included
+        self.fallbacks = 0  # single runs that went to paramiko: the server had none of direct's algorithms
         self._transport: paramiko.Transport | None = None
         self._sock: Any = None
         self._jump: SSHHost | None = None
@@ -101,7 +93,10 @@ class SSHHost:
 
     # -- deadline helpers
 
-    def _remaining(self) -> float:
+    def check_deadline(self) -> None:
+        self.remaining()
+
+    def remaining(self) -> float:
         left = self._deadline - time.monotonic()
         if self._aborted or left <= 0:
             raise self._timeout_error()
@@ -122,11 +117,11 @@ class SSHHost:
                             f"{t.port} accepts TCP but does not speak SSH{said}")
         return SSHError("timeout", f"timed out{total} during {self.phase}")
 
-    def _next_phase(self, phase: str) -> None:
+    def next_phase(self, phase: str) -> None:
         """Move on to `phase`, unless the deadline passed or the host was aborted during the current one:
         an abort shuts the socket down, so a read returns EOF, and the timeout must name the phase
         that was cut short, not the next one."""
-        self._remaining()
+        self.remaining()
         self.phase = phase
 
     def abort(self) -> None:
@@ -178,6 +173,9 @@ class SSHHost:
             return SSHError("resolve", f"cannot resolve {t.hostname}: {exc.strerror}")
         if isinstance(exc, ConnectionRefusedError):
             return SSHError("refused", f"connection refused by {where}")
+        if isinstance(exc, BannerError) or (isinstance(exc, EOFError | TimeoutError) and self.phase == "banner"):
+            # bsdcrypt.ssh.direct's banner: its own wait (ConnectTimeout) passed, or the peer closed
+            return self._banner_error(isinstance(exc, TimeoutError))
         if isinstance(exc, TimeoutError | socket.timeout):
             # the host's own deadline is handled by connect(); this is a shorter limit: ConnectTimeout
             after = f" after {t.connect_timeout:g}s (ConnectTimeout)" if t.connect_timeout else ""
@@ -192,35 +190,17 @@ class SSHHost:
             return SSHError("proxy", exc.describe(when))
         if isinstance(exc, paramiko.ProxyCommandFailure):
             return SSHError("proxy", f"ProxyCommand failed: {exc}")
+        if isinstance(exc, PacketError | KexError | Truncated):
+            what = f"a message ended early (reading {exc})" if isinstance(exc, Truncated) else str(exc)
+            return SSHError("protocol", f"SSH error during {self.phase} with {where}: {what}")
         if isinstance(exc, paramiko.SSHException):
             text = str(exc)
             heard = getattr(self._packetizer, "heard", b"")
             if heard and ("protocol banner" in text or "Indecipherable protocol version" in text):
-                # paramiko says "Error reading SSH protocol banner" for EOF, for its per-line wait and for
-                # undecodable bytes alike: what the peer sent tells them apart (an SMTP greeting, an HTTP
-                # error, binary noise: something that is not sshd answers there)
-                size = getattr(self._packetizer, "heard_size", len(heard))
-                via = " through the ProxyCommand" if self._proxy is not None else ""
-                return SSHError("no-ssh", f"{where} does not speak SSH: it sent{via} {shown_bytes(heard)} "
-                                f"({size} byte{'' if size == 1 else 's'}, no SSH banner)")
+                return self._banner_error(False)
             if "protocol banner" in text:
                 timed_out = self.phase == "banner" and time.monotonic() >= self._banner_deadline - 0.05
-                if self._proxy is not None:  # no TCP of ours: say what the ProxyCommand did
-                    said = self._proxy.stderr_tail()
-                    said = f"; it printed: {said}" if said else ", and it printed nothing on stderr"
-                    cmd = self._proxy.command
-                    cmd = cmd if len(cmd) <= 80 else cmd[:79] + "…"
-                    if timed_out:
-                        ct = " (ConnectTimeout)" if self._banner_wait == t.connect_timeout else ""
-                        return SSHError("timeout", f"timed out after {self._banner_wait:g}s{ct} waiting for the "
-                                        f"SSH banner through the ProxyCommand (still connecting to {where}?)"
-                                        f"{said} (command: {cmd})")
-                    return SSHError("proxy", f"the ProxyCommand's connection to {where} ended before the SSH "
-                                    f"banner{said} (command: {cmd})")
-                if timed_out:
-                    return SSHError("no-ssh", f"{where} accepted TCP but sent no SSH banner "
-                                    f"within {self._banner_wait:g}s (not an SSH server?)")
-                return SSHError("closed", f"{where} closed the connection before the SSH banner")
+                return self._banner_error(timed_out)
             if "Indecipherable protocol version" in text or "Invalid SSH banner" in text:
                 return SSHError("no-ssh", f"{where} does not speak SSH ({shown_bytes(text.encode())})")
             if "Incompatible" in text or "no acceptable" in text.lower():
@@ -234,13 +214,44 @@ class SSHHost:
             return SSHError(kind, f"{reason} ({where}, during {self.phase})")
         return SSHError("protocol", f"{type(exc).__name__} during {self.phase} with {where}: {exc}")
 
+    def _banner_error(self, timed_out: bool) -> SSHError:
+        """No SSH banner: what the peer sent (if anything) tells a service that is not sshd from a peer that
+        closed at once or said nothing in time."""
+        t = self.target
+        where = f"{t.hostname} port {t.port}"
+        heard = getattr(self._packetizer, "heard", b"")
+        if heard:
+            # paramiko says "Error reading SSH protocol banner" for EOF, for its per-line wait and for
+            # undecodable bytes alike: what the peer sent tells them apart (an SMTP greeting, an HTTP
+            # error, binary noise: something that is not sshd answers there)
+            size = getattr(self._packetizer, "heard_size", len(heard))
+            via = " through the ProxyCommand" if self._proxy is not None else ""
+            return SSHError("no-ssh", f"{where} does not speak SSH: it sent{via} {shown_bytes(heard)} "
+                            f"({size} byte{'' if size == 1 else 's'}, no SSH banner)")
+        if self._proxy is not None:  # no TCP of ours: say what the ProxyCommand did
+            said = self._proxy.stderr_tail()
+            said = f"; it printed: {said}" if said else ", and it printed nothing on stderr"
+            cmd = self._proxy.command
+            cmd = cmd if len(cmd) <= 80 else cmd[:79] + "…"
+            if timed_out:
+                ct = " (ConnectTimeout)" if self._banner_wait == t.connect_timeout else ""
+                return SSHError("timeout", f"timed out after {self._banner_wait:g}s{ct} waiting for the "
+                                f"SSH banner through the ProxyCommand (still connecting to {where}?)"
+                                f"{said} (command: {cmd})")
+            return SSHError("proxy", f"the ProxyCommand's connection to {where} ended before the SSH "
+                            f"banner{said} (command: {cmd})")
+        if timed_out:
+            return SSHError("no-ssh", f"{where} accepted TCP but sent no SSH banner "
+                            f"within {self._banner_wait:g}s (not an SSH server?)")
+        return SSHError("closed", f"{where} closed the connection before the SSH banner")
+
     def _open_socket(self) -> Any:
         t = self.target
         if self._via is not None:  # a later hop of a ProxyJump chain
             via = self._via._transport
             assert via is not None
             return via.open_channel(
-                "direct-tcpip", (t.hostname, t.port), ("127.0.0.1", 0), timeout=self._remaining()
+                "direct-tcpip", (t.hostname, t.port), ("127.0.0.1", 0), timeout=self.remaining()
             )
         if t.proxy_jump:
             if self._depth >= MAX_PROXY_JUMPS:
@@ -271,7 +282,7 @@ class SSHHost:
             assert transport is not None
             self.phase = "connect"
             return transport.open_channel(
-                "direct-tcpip", (t.hostname, t.port), ("127.0.0.1", 0), timeout=self._remaining()
+                "direct-tcpip", (t.hostname, t.port), ("127.0.0.1", 0), timeout=self.remaining()
             )
         if t.proxy_command:  # tokens (%h %p %r %n %%) were expanded by SSHContext.target
             try:
@@ -286,7 +297,7 @@ class SSHHost:
         for family, socktype, proto, _, addr in infos:
             sock = socket.socket(family, socktype, proto)
             self._sock = sock
-            limit = self._remaining()
+            limit = self.remaining()
             if t.connect_timeout:
                 limit = min(limit, t.connect_timeout)
             sock.settimeout(limit)
@@ -311,7 +322,7 @@ class SSHHost:
         transport, known = self._new_transport(_Transport)
         event = threading.Event()
         transport.start_client(event=event)
-        done = event.wait(self._remaining())
+        done = event.wait(self.remaining())
         if transport.remote_version:
             self.phase = "key exchange"
         if not done:
@@ -352,7 +363,7 @@ class SSHHost:
         security = transport.get_security_options()
         security.key_types = _host_key_algorithms([k for k in known if not k.revoked])
         security.ciphers = _CIPHERS
-        remaining = self._remaining()
+        remaining = self.remaining()
         self._banner_wait = min(remaining, t.connect_timeout) if t.connect_timeout else remaining
         self._banner_deadline = time.monotonic() + self._banner_wait
         transport.banner_timeout = self._banner_wait
@@ -362,10 +373,14 @@ class SSHHost:
         return transport, known
 
     def _check_host_key(self, transport: paramiko.Transport, known: list[KnownKey]) -> None:
-        t = self.target
         key = transport.get_remote_server_key()
-        blob = key.asbytes()
-        key_type = key.get_name()
+        self.check_host_key(key.get_name(), key.asbytes(), known)
+
+    def check_host_key(self, key_type: str, blob: bytes, known: list[KnownKey] | None = None) -> None:
+        """The server's host key against known_hosts (`known`: this host's entries, looked up if None)."""
+        t = self.target
+        if known is None:
+            known = self.context.known_hosts.lookup(t.known_hosts_name)
         name = t.known_hosts_name
         fp = f"{_short_type(key_type)} {fingerprint(blob)}"
         revoked = [k for k in known if k.revoked and k.blob == blob]
@@ -410,13 +425,13 @@ class SSHHost:
 
     def _authenticate(self, transport: paramiko.Transport) -> None:
         t = self.target
-        candidates, notes, agent = self._key_candidates()
+        candidates, notes, agent = self.key_candidates()
         tried: list[str] = []
         try:
             for label, key in candidates:
                 tried.append(label)
                 try:
-                    self._remaining()
+                    self.remaining()
                     rest = transport.auth_publickey(t.user, key)
                 except paramiko.BadAuthenticationType:
                     raise
@@ -424,13 +439,13 @@ class SSHHost:
                     continue
                 if not rest and transport.is_authenticated():
                     return
-                raise self._more_auth(rest)
+                raise self.more_auth(rest)
         finally:
             if agent is not None:
                 agent.close()
-        raise self._auth_refused(tried, notes)
+        raise self.auth_refused(tried, notes)
 
-    def _key_candidates(self) -> tuple[list[tuple[str, paramiko.PKey]], list[str], paramiko.Agent | None]:
+    def key_candidates(self) -> tuple[list[tuple[str, paramiko.PKey]], list[str], paramiko.Agent | None]:
         """The keys to offer, in ssh's order, each once (label, key); notes on keys that could not be
         used; the agent connection to close afterwards (None if not asked)."""
         t = self.target
@@ -482,11 +497,11 @@ class SSHHost:
                 unique.append((label, key))
         return unique, notes, agent
 
-    def _more_auth(self, rest: list[str]) -> SSHError:
+    def more_auth(self, rest: list[str]) -> SSHError:
         t = self.target
         return SSHError("auth", f"{t.user}@{t.hostname} wants more authentication ({', '.join(rest)})")
 
-    def _auth_refused(self, tried: list[str], notes: list[str]) -> SSHError:
+    def auth_refused(self, tried: list[str], notes: list[str]) -> SSHError:
         t = self.target
         if not tried:
             extra = f" ({'; '.join(notes)})" if notes else ""
@@ -521,24 +536,24 @@ class SSHHost:
         return min(DEFAULT_WINDOW_SIZE, max(self.max_output // 2, DEFAULT_MAX_PACKET_SIZE))
 
     def _exec(self, transport: paramiko.Transport, command: str, input: bytes | None) -> RunResult:
-        self._next_phase("opening the session")
-        chan = transport.open_session(window_size=self._window(), timeout=self._remaining())
+        self.next_phase("opening the session")
+        chan = transport.open_session(window_size=self._window(), timeout=self.remaining())
         try:
             # Always the one line every login shell parses alike (csh/tcsh too): see host.REMOTE_COMMAND.
             remote, stdin = REMOTE_COMMAND, stdin_script(command, input)
-            self._next_phase("exec")
-            chan.settimeout(self._remaining())
+            self.next_phase("exec")
+            chan.settimeout(self.remaining())
             _exec_without_waiting(transport, chan, remote)
             self.execs += 1
-            self._next_phase("sending the script")
+            self.next_phase("sending the script")
             chan.sendall(stdin)
             chan.shutdown_write()
-            self._next_phase("reading the output")
+            self.next_phase("reading the output")
             out: list[bytes] = []
             err: list[bytes] = []
             size = 0
             while True:
-                chan.settimeout(min(self._remaining(), 0.5))
+                chan.settimeout(min(self.remaining(), 0.5))
                 try:
                     data = chan.recv(65536)
                 except TimeoutError:
@@ -549,10 +564,10 @@ class SSHHost:
                 out.append(data)
                 size += len(data)
                 if size > self.max_output:
-                    raise self._too_much()
+                    raise self.too_much()
             self._read_stderr(chan, err, size)
-            self._next_phase("waiting for the exit status")
-            while not chan.status_event.wait(min(self._remaining(), 0.5)):
+            self.next_phase("waiting for the exit status")
+            while not chan.status_event.wait(min(self.remaining(), 0.5)):
                 pass
             return self._result(chan, remote, out, err)
         finally:
@@ -566,8 +581,17 @@ class SSHHost:
         return RunResult(rc, b"".join(out), b"".join(err))
 
     def _run_once(self, command: str, input: bytes | None) -> RunResult:
-        """The connection, the exec and the close, all in this thread (bsdcrypt.ssh.oneshot)."""
+        """The connection, the exec and the close, all in this thread: bsdcrypt's own client over TCP
+        (bsdcrypt.ssh.direct), paramiko's loop (bsdcrypt.ssh.oneshot) through a proxy or with a server
+        that has none of the direct client's algorithms."""
+        t = self.target
         try:
+            if not (t.proxy_command or t.proxy_jump or self._via is not None):
+                try:
+                    return self._direct_exec(command, input)
+                except Unsupported:
+                    self._close_quietly()
+                    self.fallbacks += 1
             return self._loop_exec(command, input)
         except SSHError:
             raise
@@ -575,6 +599,31 @@ class SSHHost:
             raise self._host_error(exc) from exc
         finally:
             self._close_quietly()
+
+    def _direct_exec(self, command: str, input: bytes | None) -> RunResult:
+        t = self.target
+        ctx = self.context
+        self.phase = "connect"
+        sock = self._open_socket()
+        self._sock = sock
+        self.connections += 1
+        if self._aborted:
+            raise self._timeout_error()
+        for path in t.user_known_hosts + t.global_known_hosts:
+            ctx.known_hosts.load(path)
+        known = ctx.known_hosts.lookup(t.known_hosts_name)
+        sock.settimeout(_IDLE_POLL)  # a poll interval: Packets checks the deadline at each wait
+        packets = Packets(sock, self._deadline)
+        self._packetizer = packets  # what the peer said before its banner, for the errors
+        remaining = self.remaining()
+        self._banner_wait = min(remaining, t.connect_timeout) if t.connect_timeout else remaining
+        self._banner_deadline = time.monotonic() + self._banner_wait
+        session = exec_once(
+            self, packets, _host_key_algorithms([k for k in known if not k.revoked]), self._banner_deadline,
+            REMOTE_COMMAND, stdin_script(command, input), self._window(),
+        )
+        self.key_exchanges += session.key_exchanges
+        return RunResult(session.rc, b"".join(session.out), b"".join(session.err))
 
     def _loop_exec(self, command: str, input: bytes | None) -> RunResult:
         """What connect() and _exec() do, as steps of paramiko's message loop run here: each step runs
@@ -603,15 +652,15 @@ class SSHHost:
             self.phase = "host key check"
             self._check_host_key(transport, known)
             self.phase = "authentication"
-            keys, notes, agent = self._key_candidates()
+            keys, notes, agent = self.key_candidates()
             next_key()
 
         def next_key() -> None:
             if not keys:
-                raise self._auth_refused(tried, notes)
+                raise self.auth_refused(tried, notes)
             label, key = keys.pop(0)
             tried.append(label)
-            self._remaining()
+            self.remaining()
             transport.auth_publickey(t.user, key, event=loop.later(answered))
 
         def answered() -> None:
@@ -619,22 +668,22 @@ class SSHHost:
             if not transport.is_authenticated():
                 exc = transport.get_exception()
                 if isinstance(exc, PartialAuthentication):
-                    raise self._more_auth(exc.allowed_types)
+                    raise self.more_auth(exc.allowed_types)
                 if isinstance(exc, paramiko.BadAuthenticationType):
                     raise exc
                 next_key()  # refused: the next key, as auth_publickey's AuthenticationException
                 return
-            self._next_phase("opening the session")
+            self.next_phase("opening the session")
             chan = loop.open_session(self._window(), DEFAULT_MAX_PACKET_SIZE, opened)
 
         def opened() -> None:
             assert chan is not None
             if not chan.active:  # the server refused the channel (paramiko saved why)
                 raise transport.get_exception() or paramiko.SSHException("Unable to open channel.")
-            self._next_phase("exec")
+            self.next_phase("exec")
             _exec_without_waiting(transport, chan, remote)
             self.execs += 1
-            self._next_phase("sending the script")
+            self.next_phase("sending the script")
             loop.watch = progress
 
         def progress() -> bool:
@@ -653,13 +702,13 @@ class SSHHost:
                         chan.shutdown_write()
                         if wire is not None:
                             wire.quick = True  # from here on the client only reads
-                        self._next_phase("reading the output")
+                        self.next_phase("reading the output")
             while chan.recv_ready():
                 data = chan.recv(65536)
                 out.append(data)
                 size += len(data)
                 if size > self.max_output:
-                    raise self._too_much()
+                    raise self.too_much()
             size += self._read_stderr(chan, err, size)
             return bool(chan.eof_received or chan.closed) and (chan.exit_status_ready() or chan.closed)
 
@@ -690,10 +739,10 @@ class SSHHost:
             err.append(data)
             got += len(data)
             if size + got > self.max_output:
-                raise self._too_much()
+                raise self.too_much()
         return got
 
-    def _too_much(self) -> SSHError:
+    def too_much(self) -> SSHError:
         limit = self.max_output
         shown = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
         return SSHError("garbage", f"the host printed more than {shown} (stdout and stderr together), more than "
