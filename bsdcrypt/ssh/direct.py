@@ -235,19 +235,29 @@ class Client:
     # -- login
 
     def login(self) -> None:
+        """Public-key login. With OpenSSH the first key goes out with the service request, not after its
+        answer (sshd's auth2.c handles the messages in order: one round trip less); an RSA key waits
+        for EXT_INFO, which names the signatures the server takes."""
         host = self.host
         host.phase = "authentication"
         self.p.send(bytes((MSG_SERVICE_REQUEST,)) + text("ssh-userauth"))
-        kind, payload = self.message()
-        if kind != MSG_SERVICE_ACCEPT:
-            raise self._unexpected(kind, "instead of accepting ssh-userauth")
         keys, notes, agent = host.key_candidates()
         tried: list[str] = []
         try:
-            for label, key in keys:
-                tried.append(label)
-                host.check_deadline()
-                if self._offer(key):
+            early = bool(keys) and self.server_version.startswith(b"SSH-2.0-OpenSSH_") \
+                and keys[0][1].get_name() != "ssh-rsa"
+            if early:
+                tried.append(keys[0][0])
+                self._offer(keys[0][1])
+            kind, payload = self.message()
+            if kind != MSG_SERVICE_ACCEPT:
+                raise self._unexpected(kind, "instead of accepting ssh-userauth")
+            for i, (label, key) in enumerate(keys):
+                if not (early and i == 0):
+                    tried.append(label)
+                    host.check_deadline()
+                    self._offer(key)
+                if self._accepted():
                     return
         finally:
             if agent is not None:
@@ -265,8 +275,8 @@ class Client:
                 return alg
         return "ssh-rsa"
 
-    def _offer(self, key: paramiko.PKey) -> bool:
-        """One public key with its signature (as paramiko does: no query first); True once logged in."""
+    def _offer(self, key: paramiko.PKey) -> None:
+        """One public key with its signature (as paramiko does: no query first)."""
         host = self.host
         alg = self._signature_algorithm(key)
         request = b"".join((
@@ -277,6 +287,10 @@ class Client:
         if not isinstance(signature, bytes):  # a key file's signature is a Message, the agent's its bytes
             signature = signature.asbytes()
         self.p.send(request + string(signature))
+
+    def _accepted(self) -> bool:
+        """The answer to the last key offered: True once logged in, False for the next key."""
+        host = self.host
         while True:
             kind, payload = self.message()
             if kind == MSG_USERAUTH_BANNER:
