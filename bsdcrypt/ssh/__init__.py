@@ -9,6 +9,11 @@ changed key is never accepted). Authentication: ssh-agent, then key files; never
 
 One `SSHContext` is shared by every host of a run: the config is parsed once, each
 known_hosts file is loaded once, and key files are loaded once.
+
+fleet-audit's hosts (`single_run`) are reached over bsdcrypt's own SSH client (direct.py: Curve25519
+or P-256 ECDH, AES-GCM, public-key login, one exec) when the connection is plain TCP; through a
+ProxyCommand or ProxyJump, or with a server that shares none of those algorithms, paramiko's
+message loop does the same (oneshot.py). Everything else goes through paramiko's Transport.
 """
 
 import importlib

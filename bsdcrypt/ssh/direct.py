@@ -398,7 +398,7 @@ class Client:
                 closed = True
             else:
                 raise self._unexpected(kind, "on the session channel")
-            if closed:
+            if closed or (eof and s.rc >= 0):  # nothing may follow EOF but requests (RFC 4254 5.3)
                 p.send(bytes((MSG_CHANNEL_CLOSE,)) + u32(remote))
                 try:
                     p.flush()

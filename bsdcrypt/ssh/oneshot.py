@@ -9,7 +9,10 @@ once it is open) runs as the step before it completes, between two messages. Mea
 hosts (docs/performance.md): a bare one-line client built this way needs ~0.6x the CPU of the stock
 threaded one; fleet-audit ~1 ms a host less than with paramiko's thread.
 
-Used only where `OneShot.supported()`: it relies on paramiko internals that 3.4-5.x share
+Since the tenth session fleet-audit's plain TCP hosts go over bsdcrypt's own client (direct.py);
+this loop serves the rest of its hosts: through a ProxyCommand or ProxyJump, and servers that share
+none of the direct client's algorithms (older sshd: CTR ciphers, DH groups). Used only where
+`OneShot.supported()`: it relies on paramiko internals that 3.4-5.x share
 (`_next_channel`, `_channels`, `channel_events`, `channels_seen`, `Channel._set_transport`).
 """
 

@@ -176,6 +176,10 @@ class Server:
         self.p.send(bytes((95,)) + u32(client_channel) + u32(1) + string(b"warn\n"))
         self.p.send(bytes((98,)) + u32(client_channel) + text("exit-status") + b"\0" + u32(3))
         self.p.send(bytes((96,)) + u32(client_channel))
+        if case == "exit-status-and-eof-then-silence":  # no CLOSE: the client ends the channel itself
+            self.p.flush()
+            self.until(97)
+            return
         self.p.send(bytes((97,)) + u32(client_channel))
         self.until(97)
 
@@ -236,6 +240,18 @@ def test_the_test_server_speaks_well_enough_for_a_clean_run(keys: Keys, tmp_path
         listener.close()
     assert (got.rc, got.stdout, got.stderr) == (3, b"hello\n", b"warn\n")
     assert (host.fallbacks, host.key_exchanges, host.connections) == (0, 1, 1)
+
+
+def test_the_exit_status_and_eof_end_the_run_without_waiting_for_the_servers_close(keys: Keys, tmp_path: Path) -> None:
+    host, listener, run = _run(keys, tmp_path, "exit-status-and-eof-then-silence")
+    t0 = time.monotonic()
+    try:
+        got = run()
+    finally:
+        host.close()
+        listener.close()
+    assert (got.rc, got.stdout, got.stderr) == (3, b"hello\n", b"warn\n")
+    assert time.monotonic() - t0 < 15  # not the 20 s deadline
 
 
 def test_a_global_request_and_a_keepalive_are_refused_and_the_run_goes_on(keys: Keys, tmp_path: Path) -> None:
