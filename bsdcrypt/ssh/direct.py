@@ -163,12 +163,16 @@ class Client:
 
     def first_kex(self, server_version: str) -> None:
         self.server_version = server_version.encode("ascii")
-        payload = self.p.read()  # strict or not, a server's first packet is its KEXINIT (OpenSSH's is)
+        payload = self.p.read()  # OpenSSH's first packet is its KEXINIT
+        skipped = 0
         while payload and payload[0] in _SKIPPED:
+            skipped += 1
             payload = self.p.read()
         if not payload or payload[0] != kex.MSG_KEXINIT:
             raise self._unexpected(payload[0] if payload else -1, "before its KEXINIT")
         self.choice = kex.choose(payload, self.host_keys, first=True)
+        if self.choice.strict and skipped:  # strict key exchange: KEXINIT must be the first packet
+            raise KexError(f"the server sent {skipped} message(s) before its KEXINIT in a strict key exchange")
         self._exchange(payload, strict=self.choice.strict)
 
     def _rekey(self, server_kexinit: bytes) -> None:

@@ -62,8 +62,10 @@ class Server:
         self.got: list[int] = []  # the client's message numbers, in order
 
     def kexinit(self, ciphers: tuple[str, ...] = ("aes128-gcm@openssh.com",)) -> bytes:
+        kex = ("curve25519-sha256", "kex-strict-s-v00@openssh.com") if self.case == "noise-before-a-strict-kexinit" \
+            else ("curve25519-sha256",)
         return b"".join((
-            bytes((20,)), os.urandom(16), name_list(("curve25519-sha256",)), name_list(("ssh-ed25519",)),
+            bytes((20,)), os.urandom(16), name_list(kex), name_list(("ssh-ed25519",)),
             name_list(ciphers), name_list(ciphers), name_list(("hmac-sha2-256",)), name_list(("hmac-sha2-256",)),
             name_list(("none",)), name_list(("none",)), string(b""), string(b""), b"\0", bytes(4),
         ))
@@ -120,6 +122,8 @@ class Server:
             return
         ours = self.kexinit(("aes128-ctr",) if case == "no-common-cipher" else ("aes128-gcm@openssh.com",))
         self.p.send_raw(SERVER_VERSION + b"\r\n")
+        if case == "noise-before-a-strict-kexinit":
+            self.p.send(bytes((2,)) + string(b"inserted"))  # what a Terrapin attacker adds
         self.p.send(ours)
         self.client_version = self.p.read_version(time.monotonic() + 10).encode()
         theirs = self.until(20)
@@ -275,6 +279,7 @@ CASES = {
     "new-host-key-in-a-rekey": ("protocol", "changed its host key in a new key exchange"),
     "disconnect-with-escapes": ("closed", "ended the SSH session during authentication (reason 2: 'bye\\x1b[31m"),
     "bad-tag": ("protocol", "failed its AES-GCM authentication"),
+    "noise-before-a-strict-kexinit": ("protocol", "1 message(s) before its KEXINIT in a strict key exchange"),
     "bad-padding": ("protocol", "bad padding length 200"),
     "truncated-confirmation": ("protocol", "a message ended early"),
     "exec-refused": ("protocol", "refused to run"),
