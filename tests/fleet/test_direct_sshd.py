@@ -1,7 +1,7 @@
 """bsdcrypt's own SSH client (bsdcrypt/ssh/direct.py, fleet-audit's single run) against OpenSSH's sshd
 limited to one algorithm at a time: what the client speaks is used (no fallback), what it does not
 speak goes to paramiko (one fallback, same result); RSA user keys sign with rsa-sha2-512, from a key
-file and through ssh-agent alike (sshd since 8.8 refuses ssh-rsa's SHA-1 signatures)."""
+file and through ssh-agent alike (sshd since 8.8 refuses ssh-rsa's SHA-1 signatures); ECDSA keys too."""
 
 from __future__ import annotations
 
@@ -63,8 +63,11 @@ def rsa_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Loopba
     key = fleet.workdir / "client_rsa"
     subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "3072", "-N", "", "-f", str(key)], check=True,
                    stdin=subprocess.DEVNULL)
+    ecdsa = fleet.workdir / "client_ecdsa"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-b", "256", "-N", "", "-f", str(ecdsa)], check=True,
+                   stdin=subprocess.DEVNULL)
     with (fleet.workdir / "authorized_keys").open("a") as f:
-        f.write(Path(f"{key}.pub").read_text())
+        f.write(Path(f"{key}.pub").read_text() + Path(f"{ecdsa}.pub").read_text())
     try:
         yield fleet, key
     finally:
@@ -78,8 +81,10 @@ def _config(fleet: LoopbackFleet, tmp_path: Path, identity: Path) -> Path:
     return cfg
 
 
-def test_an_rsa_key_file_logs_in_with_an_sha2_signature(rsa_fleet: tuple[LoopbackFleet, Path], tmp_path: Path) -> None:
-    fleet, key = rsa_fleet
+@pytest.mark.parametrize("name", ["client_rsa", "client_ecdsa"])
+def test_rsa_and_ecdsa_key_files_log_in(rsa_fleet: tuple[LoopbackFleet, Path], tmp_path: Path, name: str) -> None:
+    fleet, _ = rsa_fleet
+    key = fleet.workdir / name
     h = SSHHost.from_spec(fleet.spec(ADDR), SSHContext(str(_config(fleet, tmp_path, key))), timeout=60,
                           single_run=True)
     assert h.run("echo in").stdout == b"in\n"
