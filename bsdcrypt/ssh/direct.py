@@ -21,7 +21,7 @@ import paramiko
 
 import bsdcrypt.ssh.kex as kex
 from bsdcrypt.ssh.config import Target
-from bsdcrypt.ssh.errors import SSHError, shown_bytes
+from bsdcrypt.ssh.errors import SSHError, shown_bytes, shown_names
 from bsdcrypt.ssh.kex import Exchange, KexError, Unsupported
 from bsdcrypt.ssh.packets import PacketError, Packets
 from bsdcrypt.ssh.wireformat import Reader, string, text, u32
@@ -103,6 +103,7 @@ class Client:
         self.sig_algs: list[str] | None = None  # server-sig-algs from EXT_INFO (None: never sent)
         self.session = Session()
         self.choice: kex.Choice | None = None
+        self.strict = False  # the server agreed to strict key exchange in the first one
         self._kexinit = b""
 
     # -- messages
@@ -168,12 +169,15 @@ class Client:
         while payload and payload[0] in _SKIPPED:
             skipped += 1
             payload = self.p.read()
+        if payload and payload[0] == MSG_DISCONNECT:  # e.g. over its MaxStartups: say what it said
+            raise self._disconnected(payload)
         if not payload or payload[0] != kex.MSG_KEXINIT:
             raise self._unexpected(payload[0] if payload else -1, "before its KEXINIT")
         self.choice = kex.choose(payload, self.host_keys, first=True)
-        if self.choice.strict and skipped:  # strict key exchange: KEXINIT must be the first packet
+        self.strict = self.choice.strict
+        if self.strict and skipped:  # strict key exchange: KEXINIT must be the first packet
             raise KexError(f"the server sent {skipped} message(s) before its KEXINIT in a strict key exchange")
-        self._exchange(payload, strict=self.choice.strict)
+        self._exchange(payload, noise_refused=self.strict)
 
     def _rekey(self, server_kexinit: bytes) -> None:
         """The server starts a new key exchange: the same host key, new session keys, the same session id."""
@@ -186,13 +190,16 @@ class Client:
         except Unsupported as exc:  # this late a fallback is no longer possible
             raise PacketError(f"the server's new key exchange: {exc}") from None
         self.choice = choice
-        self._exchange(server_kexinit, strict=False)
+        self._exchange(server_kexinit, noise_refused=False)
 
-    def _exchange(self, server_kexinit: bytes, strict: bool) -> None:
+    def _exchange(self, server_kexinit: bytes, noise_refused: bool) -> None:
+        """One ECDH exchange. `noise_refused`: the first exchange of a strict connection, where nothing
+        but the exchange's own messages may come; with strict key exchange the sequence numbers
+        start again at every NEWKEYS (OpenSSH's packet.c)."""
         assert self.choice is not None
         ex = Exchange(self.choice.kex)
         self.p.send(ex.init_message())
-        payload = self._kex_reply(strict)
+        payload = self._kex_reply(noise_refused)
         if payload[0] != kex.MSG_KEX_ECDH_REPLY:
             raise self._unexpected(payload[0], "instead of its ECDH reply")
         r = Reader(payload, 1)
@@ -202,27 +209,26 @@ class Client:
         key_type = kex.verify_host_key(self.choice.host_key, host_key, signature, h)
         if self.session_id and host_key != self.host_key:
             raise KexError("the server changed its host key in a new key exchange")
-        first = not self.session_id
-        if first:
+        if not self.session_id:  # the first exchange: known_hosts decides before anything else is sent
+            self.host.phase = "host key check"
+            self.host.check_host_key(key_type, host_key)
+            self.host.phase = "key exchange"
             self.session_id = h
             self.host_key = host_key
         iv_out, key_out, iv_in, key_in = kex.session_keys(k, h, self.session_id, self.choice)
         self.p.send(bytes((kex.MSG_NEWKEYS,)))
         self.p.keys_out(key_out, iv_out)
-        if strict:
+        if self.strict:
             self.p.sent_seq = 0
-        payload = self._kex_reply(strict)
+        payload = self._kex_reply(noise_refused)
         if payload[0] != kex.MSG_NEWKEYS:
             raise self._unexpected(payload[0], "instead of NEWKEYS")
         self.p.keys_in(key_in, iv_in)
-        if strict:
+        if self.strict:
             self.p.read_seq = 0
         self.session.key_exchanges += 1
-        if first:
-            self.host.phase = "host key check"
-            self.host.check_host_key(key_type, host_key)
 
-    def _kex_reply(self, strict: bool) -> bytes:
+    def _kex_reply(self, noise_refused: bool) -> bytes:
         """The server's next key exchange message: noise is skipped unless the exchange is strict."""
         while True:
             payload = self.p.read()
@@ -230,7 +236,7 @@ class Client:
                 raise PacketError("an empty packet")
             if payload[0] in _KEX_MESSAGES and payload[0] != kex.MSG_KEXINIT:
                 return payload
-            if payload[0] in _SKIPPED and not strict:
+            if payload[0] in _SKIPPED and not noise_refused:
                 continue
             if payload[0] == MSG_DISCONNECT:
                 raise self._disconnected(payload)
@@ -309,7 +315,7 @@ class Client:
                 raise host.more_auth(methods)
             if "publickey" not in methods:
                 t = host.target
-                allowed = ", ".join(methods) or "none"
+                allowed = shown_names(methods) or "none"
                 raise SSHError("auth", f"{t.user}@{t.hostname} port {t.port} does not accept public keys "
                                f"(allows: {allowed})")
             return False
@@ -354,6 +360,7 @@ class Client:
                 if sent == len(stdin):
                     sending = False
                     p.send(bytes((MSG_CHANNEL_EOF,)) + u32(remote))
+                    p.flush()  # the script is out only once this returns: the phase says so
                     p.quick = True  # from here on the client only reads (see packets.Packets)
                     host.next_phase("reading the output")
             kind, payload = self.message()
@@ -364,10 +371,15 @@ class Client:
                 to_err = kind == MSG_CHANNEL_EXTENDED_DATA and r.u32() == 1
                 data = r.string()
                 n = len(data)
-                if n > window_left or n > MAX_DATA:
+                if n > MAX_DATA:
+                    raise PacketError(f"the server sent {n} bytes of channel data in one message, more than "
+                                      f"the {MAX_DATA} this client allows")
+                if n > window_left:
                     raise PacketError("the server sent more than the channel's window")
                 window_left -= n
                 unacked += n
+                if eof:  # nothing may follow EOF (RFC 4254 5.3): ssh drops it too
+                    continue
                 if kind == MSG_CHANNEL_DATA:
                     s.out.append(data)
                 elif to_err:
@@ -415,7 +427,8 @@ def exec_once(host: Host, packets: Packets, host_keys: tuple[str, ...], banner_d
               command: str, stdin: bytes, window: int) -> Session:
     """Log in to `host` over `packets` (a connected socket), run `command` with `stdin`, return what it
     gave. Raises Unsupported (nothing about the user sent yet), SSHError, or what the host maps itself:
-    EOFError, TimeoutError, OSError, PacketError, KexError, packets.BannerError, wireformat.Truncated."""
+    EOFError, TimeoutError, OSError, PacketError, KexError, packets.BannerError, wireformat.Truncated
+    or wireformat.Malformed."""
     c = Client(host, packets, host_keys)
     host.phase = "banner"
     c.start()

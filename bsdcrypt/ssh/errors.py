@@ -30,3 +30,12 @@ def shown_bytes(data: bytes, limit: int = 60) -> str:
         parts.append(part)
         size += len(part)
     return "'" + "".join(parts) + "'"
+
+
+def shown_names(names: list[str], limit: int = 120) -> str:
+    """A server's list of names (auth methods, algorithms) for an error line: joined by ", " when it is
+    plain printable ASCII and short, else quoted and escaped as `shown_bytes` does."""
+    joined = ", ".join(names)
+    if len(joined) <= limit and joined.isascii() and joined.isprintable():
+        return joined
+    return shown_bytes(joined.encode("utf-8", "replace"), limit)

@@ -18,14 +18,14 @@ from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
 from bsdcrypt.hosts.spec import SpecError, quote_value, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.direct import exec_once
-from bsdcrypt.ssh.errors import SSHError, shown_bytes
+from bsdcrypt.ssh.errors import SSHError, shown_bytes, shown_names
 from bsdcrypt.ssh.kex import KexError, Unsupported
 from bsdcrypt.ssh.knownhosts import KnownKey, _short_type, fingerprint
 from bsdcrypt.ssh.oneshot import Loop, LoopTransport, supported
 from bsdcrypt.ssh.packets import BannerError, PacketError, Packets
 from bsdcrypt.ssh.proxy import ProxyCommandExited, ProxyCommandSocket
 from bsdcrypt.ssh.transport import _CIPHERS, WireSocket, _DeadlinePacketizer, _host_key_algorithms, _Transport
-from bsdcrypt.ssh.wireformat import Truncated
+from bsdcrypt.ssh.wireformat import Malformed, Truncated
 
 # paramiko logs handshake failures with tracebacks; our callers get one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -181,7 +181,7 @@ class SSHHost:
             after = f" after {t.connect_timeout:g}s (ConnectTimeout)" if t.connect_timeout else ""
             return SSHError("timeout", f"timed out{after} during {self.phase} ({where})")
         if isinstance(exc, paramiko.BadAuthenticationType):
-            allowed = ", ".join(exc.allowed_types) or "none"
+            allowed = shown_names(exc.allowed_types) or "none"
             return SSHError("auth", f"{t.user}@{where} does not accept public keys (allows: {allowed})")
         if isinstance(exc, paramiko.AuthenticationException):
             return SSHError("auth", f"authentication failed for {t.user}@{t.hostname}: {exc}")
@@ -190,7 +190,7 @@ class SSHHost:
             return SSHError("proxy", exc.describe(when))
         if isinstance(exc, paramiko.ProxyCommandFailure):
             return SSHError("proxy", f"ProxyCommand failed: {exc}")
-        if isinstance(exc, PacketError | KexError | Truncated):
+        if isinstance(exc, PacketError | KexError | Truncated | Malformed):
             what = f"a message ended early (reading {exc})" if isinstance(exc, Truncated) else str(exc)
             return SSHError("protocol", f"SSH error during {self.phase} with {where}: {what}")
         if isinstance(exc, paramiko.SSHException):
@@ -499,7 +499,7 @@ class SSHHost:
 
     def more_auth(self, rest: list[str]) -> SSHError:
         t = self.target
-        return SSHError("auth", f"{t.user}@{t.hostname} wants more authentication ({', '.join(rest)})")
+        return SSHError("auth", f"{t.user}@{t.hostname} wants more authentication ({shown_names(rest)})")
 
     def auth_refused(self, tried: list[str], notes: list[str]) -> SSHError:
         t = self.target

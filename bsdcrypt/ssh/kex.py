@@ -32,6 +32,7 @@ EXT_INFO_C = "ext-info-c"  # RFC 8308: ask for server-sig-algs (which RSA signat
 STRICT_C = "kex-strict-c-v00@openssh.com"  # OpenSSH's answer to Terrapin (CVE-2023-48795)
 STRICT_S = "kex-strict-s-v00@openssh.com"
 HOST_KEY_TYPE = {"rsa-sha2-512": "ssh-rsa", "rsa-sha2-256": "ssh-rsa"}
+MIN_RSA_BITS = 1024  # ssh's RequiredRSASize default (ssh_config(5), OpenSSH 9.1 and later)
 
 
 class Unsupported(Exception):
@@ -106,6 +107,8 @@ class Exchange:
                     raise KexError(f"the server's Curve25519 key is {len(server_public)} bytes, not 32")
                 secret = self._x.exchange(x25519.X25519PublicKey.from_public_bytes(server_public))
             else:
+                if len(server_public) != 65 or server_public[0] != 4:  # RFC 5656 allows, OpenSSH sends, no other
+                    raise KexError("the server's P-256 key is not an uncompressed point")
                 point = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), server_public)
                 secret = self._ec.exchange(ec.ECDH(), point)
         except ValueError as exc:  # a low-order point (all-zero secret) or a point not on the curve
@@ -135,9 +138,12 @@ def verify_host_key(algorithm: str, host_key: bytes, signature: bytes, h: bytes)
         raise KexError(f"the server signed with {sig_alg[:40]!r}, not the {algorithm} agreed")
     try:
         key = paramiko.PKey.from_type_string(key_type, host_key)
-        good = key.verify_ssh_sig(h, paramiko.Message(signature))
+        bits = key.get_bits() if key_type == "ssh-rsa" else MIN_RSA_BITS
+        good = bits >= MIN_RSA_BITS and key.verify_ssh_sig(h, paramiko.Message(signature))
     except Exception as exc:
         raise KexError(f"the server's {key_type} host key is unusable: {type(exc).__name__}") from None
+    if bits < MIN_RSA_BITS:
+        raise KexError(f"the server's RSA host key has {bits} bits; ssh requires {MIN_RSA_BITS} at least")
     if not good:
         raise KexError("the server's host key signature does not verify")
     return key_type

@@ -20,7 +20,7 @@ READ_SIZE = 16384
 _COUNTER = (1 << 64) - 1
 _TCP_QUICKACK: int = getattr(socket, "TCP_QUICKACK", 0)
 MAX_BANNER_LINES = 1024  # sshd's own limit on lines before the version (ssh_exchange_identification)
-NEXT_LINE_WAIT = 2.0  # after a line that is not the version, the next must come this soon (paramiko's rule)
+NEXT_LINE_WAIT = 2.0  # after a line that is not the version, the next must come within this (paramiko's rule)
 
 
 class PacketError(Exception):
@@ -72,10 +72,20 @@ class Packets:
     # -- the socket
 
     def flush(self) -> None:
-        if self._out:
-            data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
-            self._out = []
-            self.sock.sendall(data)
+        """Send what is queued. The socket's timeout is a poll interval, not a limit: a peer that reads
+        slowly (a congested link, a busy host) has until the deadline, as for a read."""
+        if not self._out:
+            return
+        data = memoryview(b"".join(self._out) if len(self._out) > 1 else self._out[0])
+        self._out = []
+        while data:
+            if time.monotonic() >= self.deadline:
+                raise TimeoutError("the host's deadline passed")
+            try:
+                sent = self.sock.send(data)
+            except TimeoutError:  # nothing was sent: wait again
+                continue
+            data = data[sent:]
 
     def _recv(self, size: int) -> bytes:
         self.flush()
@@ -126,7 +136,7 @@ class Packets:
                         return line.rstrip(b"\r\n").decode("ascii")
                     except UnicodeDecodeError:
                         raise BannerError("Indecipherable protocol version") from None
-                self.deadline = min(self.deadline, time.monotonic() + NEXT_LINE_WAIT)
+                self.deadline = min(deadline, banner_deadline, time.monotonic() + NEXT_LINE_WAIT)
             raise BannerError(f"more than {MAX_BANNER_LINES} lines without an SSH banner")
         finally:
             self.deadline = deadline

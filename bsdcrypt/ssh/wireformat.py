@@ -7,6 +7,10 @@ class Truncated(Exception):
     """A payload ended before the field being read."""
 
 
+class Malformed(Exception):
+    """A field whose bytes the protocol does not allow (a name-list name that is not printable ASCII)."""
+
+
 def u32(n: int) -> bytes:
     return n.to_bytes(4, "big")
 
@@ -29,6 +33,9 @@ def mpint(unsigned: bytes) -> bytes:
     if data and data[0] & 0x80:
         data = b"\0" + data
     return string(data)
+
+
+_NAME_BYTES = bytes(range(0x21, 0x7F))  # what a name-list may hold (the comma separates)
 
 
 class Reader:
@@ -71,8 +78,13 @@ class Reader:
         return self.string().decode("utf-8", "replace")
 
     def names(self) -> list[str]:
+        """A name-list: names of printable US-ASCII without commas (RFC 4251 section 5)."""
         raw = self.string()
-        return raw.decode("ascii", "replace").split(",") if raw else []
+        if not raw:
+            return []
+        if raw.translate(None, _NAME_BYTES):
+            raise Malformed("a name-list holding bytes that are not printable ASCII")
+        return raw.decode("ascii").split(",")
 
     def raw(self, size: int) -> bytes:
         pos = self.pos

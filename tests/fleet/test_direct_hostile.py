@@ -283,7 +283,7 @@ CASES = {
     "bad-padding": ("protocol", "bad padding length 200"),
     "truncated-confirmation": ("protocol", "a message ended early"),
     "exec-refused": ("protocol", "refused to run"),
-    "more-than-a-message-may-carry": ("protocol", "more than the channel's window"),
+    "more-than-a-message-may-carry": ("protocol", "40000 bytes of channel data in one message, more than the 32768"),
     "lines-without-a-version": ("no-ssh", "does not speak SSH: it sent 'x\\r\\nx\\r\\n"),
 }
 
