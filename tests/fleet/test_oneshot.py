@@ -102,6 +102,31 @@ def test_keys_exchanged_again_by_the_server_mid_run(rekey_fleet: LoopbackFleet) 
     assert h.fallbacks == 0  # bsdcrypt's own client, not paramiko's loop
 
 
+def test_keys_exchanged_again_mid_run_through_paramikos_loop(rekey_fleet: LoopbackFleet, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same through a ProxyCommand, where fleet-audit's single run uses paramiko's loop: the loop
+    carries the server's exchanges through itself (its steps wait for them: the tests below)."""
+    import paramiko
+
+    seen: list[int] = []
+    real = paramiko.Transport._parse_kex_init  # type: ignore[attr-defined]
+
+    def counted(self: paramiko.Transport, m: object) -> None:
+        seen.append(1)
+        real(self, m)
+
+    monkeypatch.setattr(paramiko.Transport, "_parse_kex_init", counted)
+    relay = "bash -c 'exec 3<>/dev/tcp/%h/%p; cat <&3 & exec cat >&3'"
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(rekey_fleet.ssh_config.read_text().replace("Host *\n", f"Host *\n    ProxyCommand {relay}\n", 1))
+    data = os.urandom(1 << 20)
+    h = host(rekey_fleet, single=True, config=cfg, addr=REKEY_ADDR, timeout=120)
+    got = h.run("cat", input=data)
+    assert got.rc == 0 and got.stdout == data
+    assert len(seen) > 2  # the first exchange, and the server's again
+    assert h.key_exchanges == 0  # none of them by the direct client
+
+
 def test_output_over_the_limit_is_garbage_not_a_timeout(sh_fleet: LoopbackFleet) -> None:
     h = host(sh_fleet, single=True, max_output=64 << 10, timeout=600)
     with pytest.raises(SSHError) as info:
