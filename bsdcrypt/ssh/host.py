@@ -336,8 +336,8 @@ class SSHHost:
         self._authenticate(transport)
         return transport
 
-    def _new_transport(self, cls: type[_T]) -> tuple[_T, list[KnownKey]]:
-        """The TCP connection (or proxy) and a transport of `cls` on it, not started; the host's known keys."""
+    def _connection(self) -> tuple[Any, list[KnownKey]]:
+        """The TCP connection (or proxy), counted; the host's known_hosts entries."""
         t = self.target
         ctx = self.context
         self.phase = "connect"
@@ -348,7 +348,20 @@ class SSHHost:
             raise self._timeout_error()
         for path in t.user_known_hosts + t.global_known_hosts:
             ctx.known_hosts.load(path)
-        known = ctx.known_hosts.lookup(t.known_hosts_name)
+        return sock, ctx.known_hosts.lookup(t.known_hosts_name)
+
+    def _banner_wait_starts(self) -> float:
+        """From now the banner has until ConnectTimeout (or the host's deadline); returns what is left of
+        the deadline."""
+        t = self.target
+        remaining = self.remaining()
+        self._banner_wait = min(remaining, t.connect_timeout) if t.connect_timeout else remaining
+        self._banner_deadline = time.monotonic() + self._banner_wait
+        return remaining
+
+    def _new_transport(self, cls: type[_T]) -> tuple[_T, list[KnownKey]]:
+        """The TCP connection (or proxy) and a transport of `cls` on it, not started; the host's known keys."""
+        sock, known = self._connection()
         wire: Any = WireSocket(sock) if isinstance(sock, socket.socket) else sock
         transport = cls(wire)
         if isinstance(wire, WireSocket):
@@ -363,9 +376,7 @@ class SSHHost:
         security = transport.get_security_options()
         security.key_types = _host_key_algorithms([k for k in known if not k.revoked])
         security.ciphers = _CIPHERS
-        remaining = self.remaining()
-        self._banner_wait = min(remaining, t.connect_timeout) if t.connect_timeout else remaining
-        self._banner_deadline = time.monotonic() + self._banner_wait
+        remaining = self._banner_wait_starts()
         transport.banner_timeout = self._banner_wait
         transport.handshake_timeout = remaining
         transport.auth_timeout = remaining
@@ -601,23 +612,11 @@ class SSHHost:
             self._close_quietly()
 
     def _direct_exec(self, command: str, input: bytes | None) -> RunResult:
-        t = self.target
-        ctx = self.context
-        self.phase = "connect"
-        sock = self._open_socket()
-        self._sock = sock
-        self.connections += 1
-        if self._aborted:
-            raise self._timeout_error()
-        for path in t.user_known_hosts + t.global_known_hosts:
-            ctx.known_hosts.load(path)
-        known = ctx.known_hosts.lookup(t.known_hosts_name)
+        sock, known = self._connection()
         sock.settimeout(_IDLE_POLL)  # a poll interval: Packets checks the deadline at each wait
         packets = Packets(sock, self._deadline)
         self._packetizer = packets  # what the peer said before its banner, for the errors
-        remaining = self.remaining()
-        self._banner_wait = min(remaining, t.connect_timeout) if t.connect_timeout else remaining
-        self._banner_deadline = time.monotonic() + self._banner_wait
+        self._banner_wait_starts()
         session = exec_once(
             self, packets, _host_key_algorithms([k for k in known if not k.revoked]), self._banner_deadline,
             REMOTE_COMMAND, stdin_script(command, input), self._window(),

@@ -7,8 +7,6 @@ wrong form. The server is test_direct_hostile.py's, with more cases."""
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from bsdcrypt.ssh import SSHContext, SSHError, SSHHost
 from bsdcrypt.ssh.kex import Exchange, KexError, verify_host_key
 from bsdcrypt.ssh.wireformat import Reader, mpint, name_list, string, text, u32
 
-from .test_direct_hostile import ADDR, CONTROL, SERVER_VERSION, Keys, Server
+from .test_direct_hostile import ADDR, CONTROL, SERVER_VERSION, Keys, Listener, Server
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +24,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
     return Keys(tmp_path_factory.mktemp("direct-edge-keys"))
 
 
-class AuditServer(Server):
+class EdgeServer(Server):
     def kexinit_with(self, host_keys: tuple[str, ...], ciphers: tuple[str, ...]) -> bytes:
         return b"".join((
             bytes((20,)), os.urandom(16), name_list(("curve25519-sha256",)), name_list(host_keys),
@@ -128,37 +126,11 @@ class AuditServer(Server):
         raise AssertionError(case)
 
 
-class AuditListener:
-    def __init__(self, keys: Keys, case: str, rcvbuf: int | None = None) -> None:
-        self.sock = socket.socket()
-        if rcvbuf:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.bind((ADDR, 0))
-        self.sock.listen(4)
-        self.port = self.sock.getsockname()[1]
-        self.keys, self.case = keys, case
-        self.errors: list[BaseException] = []
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            try:
-                AuditServer(conn, self.keys, self.case).serve()
-            except (OSError, EOFError, TimeoutError) as exc:
-                self.errors.append(exc)
-            finally:
-                conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
+def _listener(keys: Keys, case: str, rcvbuf: int | None = None) -> Listener:
+    return Listener(keys, case, EdgeServer, rcvbuf)
 
 
-def _host(keys: Keys, tmp_path: Path, listener: AuditListener) -> SSHHost:
+def _host(keys: Keys, tmp_path: Path, listener: Listener) -> SSHHost:
     kh = tmp_path / "known_hosts"
     kh.write_text(f"[{ADDR}]:{listener.port} {keys.host.get_name()} {keys.host.get_base64()}\n")
     cfg = tmp_path / "ssh_config"
@@ -168,7 +140,7 @@ def _host(keys: Keys, tmp_path: Path, listener: AuditListener) -> SSHHost:
 
 
 def _fails(keys: Keys, tmp_path: Path, case: str) -> SSHError:
-    listener = AuditListener(keys, case)
+    listener = _listener(keys, case)
     host = _host(keys, tmp_path, listener)
     try:
         with pytest.raises(SSHError) as caught:
@@ -189,7 +161,7 @@ def test_server_text_in_errors_is_escaped_and_short(keys: Keys, tmp_path: Path, 
 
 # The socket's 1 s timeout is a poll interval: a peer that reads nothing for 3 s is not a failure.
 def test_a_peer_that_pauses_reading_does_not_fail_the_host_before_its_deadline(keys: Keys, tmp_path: Path) -> None:
-    listener = AuditListener(keys, "slow-reader", rcvbuf=4096)
+    listener = _listener(keys, "slow-reader", rcvbuf=4096)
     host = _host(keys, tmp_path, listener)
     t0 = time.monotonic()
     try:
@@ -210,7 +182,7 @@ def test_a_disconnect_before_kexinit_says_why(keys: Keys, tmp_path: Path) -> Non
 
 # Data and stderr after the server's EOF are not output (ssh drops them).
 def test_data_after_eof_is_not_output(keys: Keys, tmp_path: Path) -> None:
-    listener = AuditListener(keys, "data-after-eof")
+    listener = _listener(keys, "data-after-eof")
     host = _host(keys, tmp_path, listener)
     try:
         got = host.run("echo ignored", input=b"the script\n")
@@ -224,7 +196,7 @@ def test_data_after_eof_is_not_output(keys: Keys, tmp_path: Path) -> None:
 
 # Each line before the version gets its own 2 s (paramiko's rule), not 2 s for all of them.
 def test_pre_banner_lines_each_get_their_own_wait(keys: Keys, tmp_path: Path) -> None:
-    listener = AuditListener(keys, "pre-banner-lines-one-second-apart")
+    listener = _listener(keys, "pre-banner-lines-one-second-apart")
     host = _host(keys, tmp_path, listener)
     try:
         got = host.run("echo ignored", input=b"the script\n")
@@ -239,7 +211,7 @@ def test_pre_banner_lines_each_get_their_own_wait(keys: Keys, tmp_path: Path) ->
 # A server that never opens its window ends at the deadline, naming the phase; a maximum packet size
 # of 0 costs one packet per byte of the script (bounded by the script's size).
 def test_a_window_never_adjusted_ends_at_the_deadline(keys: Keys, tmp_path: Path) -> None:
-    listener = AuditListener(keys, "window-never-adjusted")
+    listener = _listener(keys, "window-never-adjusted")
     host = _host(keys, tmp_path, listener)
     host.timeout = 4
     t0 = time.monotonic()
@@ -255,7 +227,7 @@ def test_a_window_never_adjusted_ends_at_the_deadline(keys: Keys, tmp_path: Path
 
 
 def test_max_packet_zero(keys: Keys, tmp_path: Path) -> None:
-    listener = AuditListener(keys, "max-packet-zero")
+    listener = _listener(keys, "max-packet-zero")
     host = _host(keys, tmp_path, listener)
     try:
         got = host.run("cat >/dev/null", input=b"a" * 50000)

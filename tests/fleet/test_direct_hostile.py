@@ -189,8 +189,14 @@ class Server:
 
 
 class Listener:
-    def __init__(self, keys: Keys, case: str) -> None:
+    """Serves each connection with `server` (a Server class) playing `case`; `rcvbuf` shrinks its socket
+    buffer (a peer that reads slowly)."""
+
+    def __init__(self, keys: Keys, case: str, server: type[Server] | None = None, rcvbuf: int | None = None) -> None:
         self.sock = socket.socket()
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.server_class = server or Server
         self.sock.bind((ADDR, 0))
         self.sock.listen(4)
         self.port = self.sock.getsockname()[1]
@@ -206,7 +212,7 @@ class Listener:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            server = Server(conn, self.keys, self.case)
+            server = self.server_class(conn, self.keys, self.case)
             self.servers.append(server)
             try:
                 server.serve()
