@@ -103,7 +103,6 @@ class Client:
         self.sig_algs: list[str] | None = None  # server-sig-algs from EXT_INFO (None: never sent)
         self.session = Session()
         self.choice: kex.Choice | None = None
-        self.strict = False  # the server agreed to strict key exchange in the first one
         self._kexinit = b""
 
     # -- messages
@@ -174,10 +173,10 @@ class Client:
         if not payload or payload[0] != kex.MSG_KEXINIT:
             raise self._unexpected(payload[0] if payload else -1, "before its KEXINIT")
         self.choice = kex.choose(payload, self.host_keys, first=True)
-        self.strict = self.choice.strict
-        if self.strict and skipped:  # strict key exchange: KEXINIT must be the first packet
+        strict = self.choice.strict
+        if strict and skipped:  # strict key exchange: KEXINIT must be the first packet
             raise KexError(f"the server sent {skipped} message(s) before its KEXINIT in a strict key exchange")
-        self._exchange(payload, noise_refused=self.strict)
+        self._exchange(payload, noise_refused=strict)
 
     def _rekey(self, server_kexinit: bytes) -> None:
         """The server starts a new key exchange: the same host key, new session keys, the same session id."""
@@ -194,8 +193,8 @@ class Client:
 
     def _exchange(self, server_kexinit: bytes, noise_refused: bool) -> None:
         """One ECDH exchange. `noise_refused`: the first exchange of a strict connection, where nothing
-        but the exchange's own messages may come; with strict key exchange the sequence numbers
-        start again at every NEWKEYS (OpenSSH's packet.c)."""
+        but the exchange's own messages may come (strict key exchange also restarts the sequence
+        numbers at NEWKEYS, which this client does not keep: see packets.py)."""
         assert self.choice is not None
         ex = Exchange(self.choice.kex)
         self.p.send(ex.init_message())
@@ -218,14 +217,10 @@ class Client:
         iv_out, key_out, iv_in, key_in = kex.session_keys(k, h, self.session_id, self.choice)
         self.p.send(bytes((kex.MSG_NEWKEYS,)))
         self.p.keys_out(key_out, iv_out)
-        if self.strict:
-            self.p.sent_seq = 0
         payload = self._kex_reply(noise_refused)
         if payload[0] != kex.MSG_NEWKEYS:
             raise self._unexpected(payload[0], "instead of NEWKEYS")
         self.p.keys_in(key_in, iv_in)
-        if self.strict:
-            self.p.read_seq = 0
         self.session.key_exchanges += 1
 
     def _kex_reply(self, noise_refused: bool) -> bytes:

@@ -2,8 +2,10 @@
 
 Only what fleet-audit's one exec needs: the version lines, plain packets until the first NEWKEYS, then
 AES-GCM (RFC 5647 as OpenSSH does it: the length in clear as associated data, a 64-bit invocation
-counter in the nonce). Packets sent are queued and go out in one write just before the next read
-waits, so a login or an exec with its script costs one system call, not one per message.
+counter in the nonce; no sequence numbers are kept: AES-GCM does not use them, and this client never
+sends SSH_MSG_UNIMPLEMENTED, the one message that quotes one). Packets sent are queued and go out in
+one write just before the next read waits, so a login or an exec with its script costs one system
+call, not one per message.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class PacketError(Exception):
 
 
 class BannerError(Exception):
-    """No usable SSH version line: `why` says what came instead."""
+    """No usable SSH version line (the message says what came instead)."""
 
 
 class Sealer:
@@ -61,8 +63,6 @@ class Packets:
         self.quick = False
         self.heard = b""
         self.heard_size = 0
-        self.sent_seq = 0
-        self.read_seq = 0
         self._buf = b""
         self._pos = 0
         self._out: list[bytes] = []
@@ -178,7 +178,6 @@ class Packets:
             body = bytes((pad,)) + payload + bytes(pad)
             head = len(body).to_bytes(4, "big")
             self._out.append(head + seal.aead.encrypt(seal.nonce(), body, head))
-        self.sent_seq = (self.sent_seq + 1) & 0xFFFFFFFF
 
     def read(self) -> bytes:
         """The next packet's payload."""
@@ -201,7 +200,6 @@ class Packets:
         pad = body[0]
         if pad < 4 or pad > length - 1:
             raise PacketError(f"bad padding length {pad} in a packet of {length} bytes")
-        self.read_seq = (self.read_seq + 1) & 0xFFFFFFFF
         return body[1:length - pad]
 
     def keys_out(self, key: bytes, iv: bytes) -> None:

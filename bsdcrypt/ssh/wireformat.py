@@ -85,11 +85,3 @@ class Reader:
         if raw.translate(None, _NAME_BYTES):
             raise Malformed("a name-list holding bytes that are not printable ASCII")
         return raw.decode("ascii").split(",")
-
-    def raw(self, size: int) -> bytes:
-        pos = self.pos
-        end = pos + size
-        if end > len(self.data):
-            raise Truncated(f"{size} bytes")
-        self.pos = end
-        return self.data[pos:end]
