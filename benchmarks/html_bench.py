@@ -57,9 +57,9 @@ TIMES = (
 
 def make_run(n: int, unique: bool = False):  # type: ignore[no-untyped-def]
     from bsdcrypt import fleet
+    from bsdcrypt.hosts.replay import ReplayHost
     from bsdcrypt.hostsfile import HostEntry
     from bsdcrypt.pipeline import status_of
-    from bsdcrypt.recording import ReplayHost
 
     recs = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
     statuses = [status_of(ReplayHost.from_file(p)) for p in recs]

@@ -96,8 +96,8 @@ def main() -> None:
         print(f"status --format {fmt:5}: median {statistics.median(times):.3f}s  p90 {p90:.3f}s  max {times[-1]:.3f}s"
               f"  ({args.runs} runs)")
     sys.path.insert(0, str(ROOT))
+    from bsdcrypt.hosts.replay import ReplayHost
     from bsdcrypt.pipeline import status_of
-    from bsdcrypt.recording import ReplayHost
 
     paths = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
     t0 = time.perf_counter()

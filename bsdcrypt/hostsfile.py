@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.hosts.spec import SpecError, replay_ref, split_spec
+from bsdcrypt.hostspec import SpecError, replay_ref, split_spec
 
 MAX_ERRORS_SHOWN = 20
 MAX_HOSTS_FILE = 16 << 20  # 16 MiB: a 100,000-host fleet is a few MiB

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bsdcrypt.assess import assess
-from bsdcrypt.hosts.base import Host
+from bsdcrypt.hostapi import Host
 from bsdcrypt.probe import Evidence, gather
 from bsdcrypt.status import Status
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from bsdcrypt.errors import ProbeError
-from bsdcrypt.hosts.base import Host, sh_quote
+from bsdcrypt.hostapi import Host, sh_quote
 
 PROBE_MAGIC = "# bsdcrypt-probe v1"
 # The most a real probe prints (the recordings: 6-51 KB; the bulk is dmesg.boot, bounded by the kernel's
@@ -71,7 +71,7 @@ class StepName:
     LINUX_AESNI_INTEL: Final = "linux_aesni_intel"
     CRYPTO_LINKS: Final = "crypto_links"
     IA32CAP_OVERRIDES: Final = "ia32cap_overrides"
-    # Only a paste gives these (bsdcrypt.paste): `dmesg | grep ...` and `kldstat | grep ...`, whose lines
+    # Only a paste gives these (bsdcrypt.collect.paste): `dmesg | grep ...` and `kldstat | grep ...`, whose lines
     # are real but whose gaps mean nothing; the probe never runs them.
     DMESG_FILTERED: Final = "dmesg_filtered"
     KLDSTAT_FILTERED: Final = "kldstat_filtered"
@@ -258,7 +258,7 @@ def _named_files_script(globs: str) -> list[str]:
     local_loader_conf_files (a file: its content; a directory: a `dir:` step and its *conf files), two
     levels deep and at most MAX_NAMED paths: the probe stays one bounded round trip. Names come from
     the assignment lines' words that start with "/"; Python decides what the loader really reads
-    (bsdcrypt.loadermodel) and says "unknown" for anything named that was not collected."""
+    (bsdcrypt.loader.model) and says "unknown" for anything named that was not collected."""
     dir_globs = " ".join(f'"$z"/{g}' for g in CONF_DIR_GLOBS)
     return [
         "refs() { grep -hsE '^[[:space:]]*(loader_conf_files|loader_conf_dirs|local_loader_conf_files)"
@@ -306,7 +306,7 @@ class Evidence:
     """
 
     steps: dict[str, Step] = field(default_factory=dict)
-    origin: str = "probe"  # "paste": read from pasted command outputs (bsdcrypt.paste), not the probe
+    origin: str = "probe"  # "paste": read from pasted command outputs (bsdcrypt.collect.paste), not the probe
 
     def _get(self, name: str) -> Step | None:
         st = self.steps.get(name)

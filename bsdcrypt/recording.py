@@ -17,9 +17,8 @@ from typing import Any
 import yaml
 
 from bsdcrypt import __version__
-from bsdcrypt.errors import BsdcryptError, HostError
-from bsdcrypt.hosts.base import RunResult
-from bsdcrypt.probe import PROBE_MAGIC, Evidence, File, Step, StepName, file_step, render
+from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.probe import Evidence, File, Step, StepName, file_step
 
 FORMAT = 1
 _SHIPPED = Path(__file__).parent / "recordings"
@@ -254,7 +253,8 @@ def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
 MAX_RECORDING = 16 << 20  # 16 MiB: one host's probe output is 5-50 KB; the loader files alone may be 1 MiB each
 
 
-def _read(path: Path) -> str:
+def read_recording(path: Path) -> str:
+    """The text of a recording file, read through the bounded reader."""
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.fsutil import read_input
 
@@ -267,55 +267,28 @@ def _read(path: Path) -> str:
 
 
 def load(path: Path) -> tuple[dict[str, Any], Evidence]:
-    return load_text(_read(path), str(path))
+    return load_text(read_recording(path), str(path))
 
 
 def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-class ReplayHost:
-    """A host answered from a recording. It can only run the probe."""
+def provenance_from(text: str, doc: dict[str, Any], name: str) -> Provenance:
+    """A loaded recording's provenance (its header and metadata fields)."""
+    return Provenance(
+        recorded_at=_str_or_none(doc.get("recorded_at")),
+        source=_str_or_none(doc.get("source")),
+        redacted=doc.get("redacted") is True,
+        header=_header(text),
+        tool_version=_str_or_none(doc.get("tool_version")),
+        host=name,
+    )
 
-    kind = "replay"
-    can_exec = False
 
-    def __init__(self, evidence: Evidence, name: str, spec: str, provenance: Provenance | None = None) -> None:
-        self.evidence = evidence
-        self.name = name
-        self.spec = spec
-        self.provenance = provenance
-
-    @classmethod
-    def from_file(cls, path: Path) -> ReplayHost:
-        text = _read(path)
-        doc, evidence = load_text(text, str(path))
-        name = str(doc.get("host") or path.stem)
-        provenance = Provenance(
-            recorded_at=_str_or_none(doc.get("recorded_at")),
-            source=_str_or_none(doc.get("source")),
-            redacted=doc.get("redacted") is True,
-            header=_header(text),
-            tool_version=_str_or_none(doc.get("tool_version")),
-            host=name,
-        )
-        return cls(evidence, name, f"replay:{path}", provenance)
-
-    def run(self, command: str, *, input: bytes | None = None, timeout: float | None = None) -> RunResult:
-        if PROBE_MAGIC in command:
-            match = re.search(r"^T=(\S+)$", command, re.M)
-            if match:
-                if self.provenance is not None:
-                    _REPLAYED[_fingerprint(self.evidence)] = self.provenance
-                return RunResult(0, render(self.evidence, match.group(1)))
-        first = command.strip().splitlines()[0] if command.strip() else command
-        raise HostError(f"{self.spec} is a recording: it cannot run {first!r}")
-
-    def abort(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
+def remember_replayed(evidence: Evidence, provenance: Provenance) -> None:
+    """Note that `evidence` was replayed from a recording with `provenance` (see provenance_of)."""
+    _REPLAYED[_fingerprint(evidence)] = provenance
 
 
 _DISKID = re.compile(rb"(diskid/DISK-)[^\s/.]+")  # GEOM names built from a disk's serial number
@@ -383,7 +356,7 @@ def redact(evidence: Evidence, hostname: str) -> Evidence:
     hostname:" line, comments in loader configuration files), never as a word anywhere: a host named
     "kvm", "freebsd", "amd64" or "GENERIC" must keep kern.vm_guest, os-release and kern.ident intact.
     """
-    from bsdcrypt.loaderconf import files_from_evidence
+    from bsdcrypt.loader.conf import files_from_evidence
 
     names = _hostnames(evidence, hostname)
     host = REDACTED_HOST.encode()

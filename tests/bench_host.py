@@ -7,11 +7,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bsdcrypt.bench import (
-    BenchParams,
-    measure,
-)
-from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.bench import BenchParams, measure
+from bsdcrypt.hostapi import RunResult
 
 FIO_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fio"
 

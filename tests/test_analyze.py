@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from bsdcrypt.analyze import STANDALONE_TOKEN, collect_file, parse_probe_output, standalone_script, to_status
+from bsdcrypt.collect.analyze import STANDALONE_TOKEN, collect_file, parse_probe_output, standalone_script, to_status
 from bsdcrypt.errors import BsdcryptError
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.probe import render
-from bsdcrypt.recording import ReplayHost, load
+from bsdcrypt.recording import load
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))

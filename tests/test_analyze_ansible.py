@@ -28,10 +28,11 @@ from pathlib import Path
 import pytest
 from fleet.loopback import SSHD_LOGIN_OPTIONS
 
-from bsdcrypt.analyze import STANDALONE_TOKEN
+from bsdcrypt.collect.analyze import STANDALONE_TOKEN
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.probe import render
-from bsdcrypt.recording import ReplayHost, load
+from bsdcrypt.recording import load
 
 ROOT = Path(__file__).resolve().parent.parent
 SSHD = "/usr/sbin/sshd"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bsdcrypt.assess import assess
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.probe import Evidence, Step
-from bsdcrypt.recording import ReplayHost
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 
@@ -224,7 +224,7 @@ def test_in_generic_is_about_the_stock_kernel_of_the_host(name: str, expected: b
 
 
 def test_in_generic_of_an_hbsd_appliance_without_kldstat_is_unknown() -> None:
-    from bsdcrypt.assess import in_generic
+    from bsdcrypt.assess.core import in_generic
     from bsdcrypt.status import OSInfo
 
     opnsense = OSInfo(variant="opnsense", base="hardenedbsd", major=12, minor=1, kernel_ident="SMP")
@@ -262,7 +262,7 @@ def test_in_generic_of_an_hbsd_appliance_without_kldstat_is_unknown() -> None:
     ],
 )
 def test_cpu_families_known_to_have_aes_ni(model: str | None, family: str | None) -> None:
-    from bsdcrypt.advice import aes_family
+    from bsdcrypt.assess.findings import aes_family
 
     assert aes_family(model) == family
 
@@ -293,7 +293,7 @@ def test_a_cpu_without_aes_ni_stays_an_info() -> None:
 
 
 def test_kernel_aes_users_follow_the_release() -> None:
-    from bsdcrypt.advice import kernel_aes_users
+    from bsdcrypt.assess.findings import kernel_aes_users
     from bsdcrypt.status import OSInfo, Status
 
     def users(major: int | None, variant: str = "freebsd") -> str:

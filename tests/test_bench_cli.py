@@ -102,7 +102,7 @@ def _openssl_output(command: str) -> bytes:
 def test_userland_alone_needs_no_root_no_fio_and_touches_no_device(
     host: ScriptedHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bsdcrypt.hosts.base import RunResult
+    from bsdcrypt.hostapi import RunResult
 
     host.uid = 1001
     host.has_fio = False
@@ -209,7 +209,7 @@ def test_sigterm_during_cleanup_after_an_error_exits_130(host: ScriptedHost, mon
     import os
     import signal
 
-    from bsdcrypt.hosts.base import RunResult
+    from bsdcrypt.hostapi import RunResult
 
     scripted = host._execute
 
@@ -313,7 +313,7 @@ def test_userland_html_charts_each_cipher_as_is_and_masked(
     masked, the ratio, the advice; `--cleanup -f html` is refused in one line."""
     from test_render_html import Page
 
-    from bsdcrypt.hosts.base import RunResult
+    from bsdcrypt.hostapi import RunResult
 
     scripted = host._execute
 

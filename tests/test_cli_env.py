@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bsdcrypt.errors import HostError
-from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.hostapi import RunResult
 from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.hosts.verbose import VerboseHost, probe_commands
 

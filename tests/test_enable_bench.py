@@ -15,7 +15,7 @@ import pytest
 from bench_host import ScriptedHost
 from typer.testing import CliRunner
 
-from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.hostapi import RunResult
 from bsdcrypt.probe import PROBE_MAGIC, Step, render
 from bsdcrypt.recording import load
 

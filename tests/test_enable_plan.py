@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from bsdcrypt.enable.plan import PlanInput, Refuse, plan_disable, plan_enable
-from bsdcrypt.loaderconf import apply, set_yes
+from bsdcrypt.loader.conf import apply, set_yes
 
 CONF = "/boot/loader.conf"
 FILES = [(CONF, b'zfs_load="YES"\n')]

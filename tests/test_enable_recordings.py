@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from bsdcrypt.assess import assess
 from bsdcrypt.cli.enable import register
 from bsdcrypt.enable.plan import Note, Plan, PlanInput, Refuse, RunCommand, WriteFile, plan_enable
-from bsdcrypt.loaderconf import files_from_evidence, read_by_loader
+from bsdcrypt.loader.conf import files_from_evidence, read_by_loader
 from bsdcrypt.recording import load
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"

@@ -19,7 +19,7 @@ from bsdcrypt.enable.act import check_writable, safe_write, undo_write
 from bsdcrypt.enable.remote import read_loader_files, read_root_system
 from bsdcrypt.errors import ActError
 from bsdcrypt.hosts.local import LocalHost
-from bsdcrypt.loaderconf import set_yes
+from bsdcrypt.loader.conf import set_yes
 
 REPO = Path(__file__).resolve().parent.parent
 ORIGINAL = b'zfs_load="YES"\n'

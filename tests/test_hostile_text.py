@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from bsdcrypt.probe import Evidence, Step
 from bsdcrypt.recording import dump, load
-from bsdcrypt.render.text import FIELD_LIMIT, MESSAGE_LIMIT, cut_marker, visible, visible_lines, visible_status
 from bsdcrypt.status import Finding, GeliInfo, Status
+from bsdcrypt.text import FIELD_LIMIT, MESSAGE_LIMIT, cut_marker, visible, visible_lines, visible_status
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "fixtures" / "hosts" / "freebsd-12.2-bhyve-not-loaded-overridden.yaml"

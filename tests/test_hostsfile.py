@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bsdcrypt.hosts.spec import SpecError, split_spec
 from bsdcrypt.hostsfile import HostsFileError, parse_hosts
+from bsdcrypt.hostspec import SpecError, split_spec
 
 
 def test_forms_comments_and_blank_lines() -> None:
@@ -102,7 +102,7 @@ def test_a_byte_order_mark_is_ignored() -> None:
 def test_a_user_may_hold_an_at_sign_but_not_end_in_one() -> None:
     import pytest
 
-    from bsdcrypt.hosts.spec import SpecError, split_spec
+    from bsdcrypt.hostspec import SpecError, split_spec
 
     assert split_spec("alice@corp.example@fw1:22") == ("alice@corp.example", "fw1", 22)
     with pytest.raises(SpecError, match="bad user name"):

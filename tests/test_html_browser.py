@@ -171,8 +171,8 @@ def test_hostile_text_shows_as_text(browser: Browser, tmp_path: Path) -> None:
 
 
 def test_status_page_for_one_host(browser: Browser, tmp_path: Path) -> None:
+    from bsdcrypt.hosts.replay import ReplayHost
     from bsdcrypt.pipeline import status_of
-    from bsdcrypt.recording import ReplayHost
 
     s = status_of(ReplayHost.from_file(FIXTURES / "freebsd-12.2-bhyve-geli-software-aesni-kldloaded.yaml"))
     path = tmp_path / "status.html"
@@ -297,7 +297,7 @@ def test_userland_page(browser: Browser, tmp_path: Path) -> None:
 
     from bsdcrypt.bench.model import HostFacts
     from bsdcrypt.bench.openssl import userland
-    from bsdcrypt.hosts.base import RunResult
+    from bsdcrypt.hostapi import RunResult
 
     class Captured:
         def run(self, command: str, timeout: float = 0) -> RunResult:

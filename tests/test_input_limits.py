@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsdcrypt.analyze import collect_file
+from bsdcrypt.collect.analyze import collect_file
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.fsutil import read_input
-from bsdcrypt.hosts.spec import MAX_NAME
 from bsdcrypt.hostsfile import HostsFileError, read_hosts
+from bsdcrypt.hostspec import MAX_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 

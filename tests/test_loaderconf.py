@@ -10,14 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsdcrypt.facts import Assignment
-from bsdcrypt.loaderconf import (
-    all_assignments,
-    effective,
-    files_from_evidence,
-    is_yes,
-    loader_order,
-    order_ambiguous,
-)
+from bsdcrypt.loader.conf import all_assignments, effective, files_from_evidence, is_yes, loader_order, order_ambiguous
 from bsdcrypt.parsers.loaderconf import assignments, classify, malformed, parse
 from bsdcrypt.probe import Evidence, Step
 

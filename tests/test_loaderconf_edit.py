@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsdcrypt.enable.plan import plan_disable
-from bsdcrypt.loaderconf import (
+from bsdcrypt.loader.conf import (
     EditError,
     FileEdit,
     apply,

@@ -1,4 +1,4 @@
-"""The loader followed from file to file (bsdcrypt.loadermodel), and enable/status agreeing with it.
+"""The loader followed from file to file (bsdcrypt.loader.model), and enable/status agreeing with it.
 
 The classes of issue 15, each checked against FreeBSD's own stand/lua/config.lua (config.readConf,
 getBlacklist, loadModule; 12.x readConfFiles) and stand/forth/support.4th (include_conf_files,
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from bsdcrypt.assess import assess
 from bsdcrypt.enable.plan import PlanInput, plan_enable
 from bsdcrypt.hosts.local import LocalHost
-from bsdcrypt.loaderconf import EditError, apply, files_from_evidence, restore, set_yes
-from bsdcrypt.loadermodel import agree, conf_dir_entry, generations, outcomes, simulate
+from bsdcrypt.loader.conf import EditError, apply, files_from_evidence, restore, set_yes
+from bsdcrypt.loader.model import agree, conf_dir_entry, generations, outcomes, simulate
 from bsdcrypt.parsers.loaderconf import parse
 from bsdcrypt.probe import Evidence, Step
 from bsdcrypt.recording import load
@@ -198,7 +198,7 @@ def test_crlf_file_ending_in_a_bare_cr_is_edited_not_refused() -> None:
 
 
 def test_a_new_malformed_line_is_still_refused() -> None:
-    from bsdcrypt.loaderconf import FileEdit, verify_no_new_malformed
+    from bsdcrypt.loader.conf import FileEdit, verify_no_new_malformed
 
     with pytest.raises(EditError, match="line 3 would be malformed"):
         verify_no_new_malformed(FileEdit(CONF, b"a=1\r\njunk\r", b"a=1\r\njunk\r\nmore junk\r\n"))
@@ -431,7 +431,7 @@ def test_a_named_fifo_or_device_is_never_read(tmp_path: Path) -> None:
 def test_only_loader_files_count_as_loader_files() -> None:
     """Another step's file (an appliance's config.xml, a file nothing names) is not a loader file:
     its lines are neither read as assignments nor reported as malformed, nor redacted as one."""
-    from bsdcrypt.loaderconf import loader_files
+    from bsdcrypt.loader.conf import loader_files
 
     files = [
         (CONF, b'loader_conf_files="/boot/site.conf"\nloader_conf_dirs="/boot/mine.d"\n'),

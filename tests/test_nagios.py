@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
-from bsdcrypt.recording import ReplayHost
 from bsdcrypt.render.status import nagios
 from bsdcrypt.status import Finding, GeliInfo, Status
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bsdcrypt.assess import assess
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.parsers.kenv import parse_kenv, smbios_hypervisor
 from bsdcrypt.probe import Evidence, Step
-from bsdcrypt.recording import ReplayHost
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from bsdcrypt.assess import assess
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.probe import Evidence
-from bsdcrypt.recording import ReplayHost
 from bsdcrypt.status import Status
 
 HOSTS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "hosts").glob("*.yaml"))

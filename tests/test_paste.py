@@ -1,4 +1,4 @@
-"""bsdcrypt.paste: a paste of several outputs splits into the probe steps they stand for.
+"""bsdcrypt.collect.paste: a paste of several outputs splits into the probe steps they stand for.
 
 The parts are real outputs (fixtures/pastes/, fixtures/loaderconf/); the tests glue them together the
 way people paste them, in both orders, with and without shell prompts.
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bsdcrypt.assess import assess
-from bsdcrypt.paste import evidence_from_paste, split
+from bsdcrypt.collect.paste import evidence_from_paste, split
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

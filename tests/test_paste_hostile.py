@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bsdcrypt.advice import findings
 from bsdcrypt.assess import assess
-from bsdcrypt.paste import evidence_from_paste
+from bsdcrypt.assess.findings import findings
+from bsdcrypt.collect.paste import evidence_from_paste
 from bsdcrypt.status import Status
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bsdcrypt.analyze import collect_file, to_status
+from bsdcrypt.collect.analyze import collect_file, to_status
 from bsdcrypt.status import Status
 
 PASTES = Path(__file__).resolve().parent.parent / "fixtures" / "pastes"

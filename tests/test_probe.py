@@ -141,7 +141,7 @@ def _with_step(monkeypatch: pytest.MonkeyPatch, after: str, name: str, cmd: str)
 def test_probe_terminated_mid_way_still_gives_the_finished_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     """A host-side timeout (SIGTERM to the probe's process group) in the middle of a step: the steps that
     finished come out (dd ignores SIGTERM and writes what it holds), the cut step and the rest do not."""
-    from bsdcrypt.analyze import parse_probe_output
+    from bsdcrypt.collect.analyze import parse_probe_output
 
     token = "@@bsdcrypt-0123456789abcdef"
     # A real timeout comes seconds in; here the step waits (an event, not a sleep) until the buffering
@@ -163,7 +163,7 @@ def test_probe_terminated_mid_way_still_gives_the_finished_steps(monkeypatch: py
 def test_probe_killed_outright_reads_as_cut_off_not_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL takes dd's buffer with it; the first step was written on its own, so the output still has a
     complete frame and reads as cut off (analyze's `cut-off` row), never as `garbage`."""
-    from bsdcrypt.analyze import from_bytes
+    from bsdcrypt.collect.analyze import from_bytes
 
     token = "@@bsdcrypt-0123456789abcdef"
     _with_step(monkeypatch, "kldstat_v", "killed", "kill -KILL 0")

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
-from bsdcrypt.recording import ReplayHost
 from bsdcrypt.render import prometheus
-from bsdcrypt.render.text import visible
 from bsdcrypt.status import Finding, GeliInfo, Status
+from bsdcrypt.text import visible
 
 parser = pytest.importorskip("prometheus_client.parser")
 
@@ -152,7 +152,7 @@ def test_label_values_round_trip_through_the_parser(host: str, source: str, geli
     text = prometheus.render([s])
     strict_check(text)
     fams = parsed(text)
-    # Label values are host text: they arrive as bsdcrypt.render.text shows them (controls escaped)
+    # Label values are host text: they arrive as bsdcrypt.text shows them (controls escaped)
     host, source, geli, finding = (visible(x) for x in (host, source, geli, finding))
     assert all(line.isprintable() for line in text.split("\n"))
     assert _value(fams, "bsdcrypt_exit_code", host=host, source=source) == 1

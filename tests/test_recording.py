@@ -14,8 +14,9 @@ from bsdcrypt.assess import assess
 from bsdcrypt.errors import HostError
 from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.hosts.open import parse_host_spec
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.probe import Evidence, Step, gather
-from bsdcrypt.recording import RecordingError, ReplayHost, dump, load, load_text, redact, resolve_recording
+from bsdcrypt.recording import RecordingError, dump, load, load_text, redact, resolve_recording
 
 
 def test_round_trip_of_a_real_local_probe(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ import pytest
 from htmlcheck import FIXTURES, HOSTILE_CPU, HOSTILE_NAME, HOSTILE_VALUE, REPO, hostile_recording
 
 from bsdcrypt import fleet
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.pipeline import status_of
-from bsdcrypt.recording import ReplayHost
 from bsdcrypt.render import fleet as fleet_render
 from bsdcrypt.render import html
 from bsdcrypt.render.html import visible

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
-from bsdcrypt.recording import ReplayHost
 from bsdcrypt.render.serialize import to_json
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from bsdcrypt.bench.facts import not_freebsd
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
-from bsdcrypt.recording import ReplayHost, resolve_recording
+from bsdcrypt.recording import resolve_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
-from bsdcrypt.recording import ReplayHost
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from bsdcrypt.parsers import ia32cap
 from bsdcrypt.parsers.openssl_version import parse_version
-from bsdcrypt.userland import ia32cap
 
 NEHALEM = (0x80982201478BFFFD, 0x0)  # qemu-x86_64 -cpu Nehalem, OpenSSL 3.0.19 (fixture)
 HOST = (0xFFFA3203078BFFFF, 0x405FC6F1BF07AB)  # this build machine, OpenSSL 3.0.19 (fixture)

@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 
 from bsdcrypt.cli.userland import register
 from bsdcrypt.hosts.local import LocalHost
+from bsdcrypt.parsers import ia32cap
 from bsdcrypt.parsers.openssl_version import parse_cpuinfo
-from bsdcrypt.userland import ia32cap, trial
+from bsdcrypt.userland import trial
 
 app = typer.Typer()
 register(app)

@@ -4,7 +4,7 @@ at all (GELI and md(4) are FreeBSD's)."""
 from __future__ import annotations
 
 from bsdcrypt.bench.model import BenchError, HostFacts
-from bsdcrypt.hosts.base import Host
+from bsdcrypt.hostapi import Host
 from bsdcrypt.status import Status
 
 

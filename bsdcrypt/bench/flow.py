@@ -14,7 +14,7 @@ from bsdcrypt.bench.model import BenchParams, BenchResult, HostFacts, UserlandRe
 from bsdcrypt.bench.openssl import userland
 from bsdcrypt.bench.records import default_results_dir, save_json, save_record
 from bsdcrypt.bench.run import measure, now
-from bsdcrypt.hosts.base import Host
+from bsdcrypt.hostapi import Host
 
 
 @dataclass

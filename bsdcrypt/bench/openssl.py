@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from bsdcrypt.bench.model import CipherSpeed, UserlandResult
-from bsdcrypt.hosts.base import Host
+from bsdcrypt.hostapi import Host
 from bsdcrypt.parsers import openssl_speed
 
 USERLAND_CIPHERS = ("aes-128-gcm", "aes-256-gcm", "chacha20-poly1305")

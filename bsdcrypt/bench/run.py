@@ -20,7 +20,7 @@ from bsdcrypt.bench.model import (
     Sample,
 )
 from bsdcrypt.bench.session import BenchSession
-from bsdcrypt.hosts.base import Host
+from bsdcrypt.hostapi import Host
 from bsdcrypt.interrupts import reason_of, sigterm_raises
 from bsdcrypt.parsers.sysctl import parse_boottime, parse_sysctl
 

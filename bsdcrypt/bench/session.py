@@ -44,7 +44,7 @@ from bsdcrypt.bench.state import (  # noqa: F401  (state, owner: their old home 
 )
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.facts import GeliProvider
-from bsdcrypt.hosts.base import Host, RunResult
+from bsdcrypt.hostapi import Host, RunResult
 from bsdcrypt.interrupts import reason_of, signals_deferred
 from bsdcrypt.parsers import fio as fio_parser
 from bsdcrypt.parsers.geli import parse_geli_list

@@ -24,7 +24,7 @@ def probe_script(
 
     Its stdout is what `bsdcrypt analyze` reads. It needs no root and changes nothing.
     """
-    from bsdcrypt.analyze import STANDALONE_TOKEN, standalone_script
+    from bsdcrypt.collect.analyze import STANDALONE_TOKEN, standalone_script
 
     typer.echo(standalone_script(token or STANDALONE_TOKEN), nl=False)
 
@@ -89,7 +89,7 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
     import time
 
     from bsdcrypt import fleet
-    from bsdcrypt.analyze import collect_file, to_status
+    from bsdcrypt.collect.analyze import collect_file, to_status
     from bsdcrypt.errors import BsdcryptError
     from bsdcrypt.hostsfile import HostEntry
 
@@ -100,7 +100,7 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
     paths = _expand(files)
     if not paths:
         raise BsdcryptError("no input files (the directories given are empty)")
-    from bsdcrypt.analyze import Collected
+    from bsdcrypt.collect.analyze import Collected
 
     named = tuple(path for path, in_dir in paths if not in_dir)
     if output is not None and output != "-":
@@ -116,7 +116,7 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
             collected = [Collected(path, path, f"file:{path}", error_kind="unreadable", error=str(exc))]
         if in_dir and len(collected) == 1 and collected[0].unrecognised:
             # a README, probe.sh or an earlier report beside the collected outputs: not a host
-            from bsdcrypt.render.text import visible
+            from bsdcrypt.text import visible
 
             typer.echo(f"bsdcrypt: skipped {visible(path)}: not probe output, Ansible JSON or a recording", err=True)
             skipped += 1

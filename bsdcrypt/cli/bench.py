@@ -7,11 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.bench import (
-    BenchError,
-    BenchInterrupted,
-    BenchParams,
-)
+from bsdcrypt.bench import BenchError, BenchInterrupted, BenchParams
 from bsdcrypt.bench import facts as host_facts
 from bsdcrypt.bench import flow as bench_flow
 from bsdcrypt.bench.records import default_results_dir
@@ -209,7 +205,7 @@ def register(app: typer.Typer) -> None:
             except BsdcryptError as exc:
                 fail(str(exc))
         h = parse_host_spec(host)
-        from bsdcrypt.render.text import visible
+        from bsdcrypt.text import visible
 
         progress = (lambda msg: typer.echo(f"  {visible(msg, None)}", err=True)) if fmt == "table" else None
         try:

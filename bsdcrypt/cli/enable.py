@@ -53,7 +53,7 @@ class _Hooks:
 
     def bench_for(self) -> Any:
         from bsdcrypt.enable.bench import EnableBench
-        from bsdcrypt.render.text import visible  # a bench error can quote host text
+        from bsdcrypt.text import visible  # a bench error can quote host text
 
         self.eb = EnableBench(tell=lambda line: typer.echo(visible(line, None), err=True))
         return self.eb
@@ -73,7 +73,7 @@ class _Hooks:
             typer.echo(text)
 
     def say(self, line: str) -> None:
-        from bsdcrypt.render.text import visible  # paths and messages can carry host text
+        from bsdcrypt.text import visible  # paths and messages can carry host text
 
         typer.echo(f"  {visible(line, None)}", err=self.fmt == "json")
 

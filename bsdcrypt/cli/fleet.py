@@ -68,7 +68,7 @@ def fleet_audit(
         typer.echo(f"bsdcrypt: fleet-audit {interrupted.describe()}; no report written", err=True)
         raise typer.Exit(interrupted.exit_code) from None
     except HostsFileError as exc:  # bad lines: one line each, FILE:LINE: problem
-        from bsdcrypt.render.text import MESSAGE_LIMIT, visible
+        from bsdcrypt.text import MESSAGE_LIMIT, visible
 
         for line in exc.lines:
             typer.echo(visible(line, MESSAGE_LIMIT), err=True)

@@ -50,8 +50,8 @@ HostOpt = Annotated[
 
 def error_line(message: object) -> str:
     """`bsdcrypt: MESSAGE` as one line of printable text: an error can quote host text (a banner, a
-    file name, a host name), shown through the renderers' sanitizer and cut (bsdcrypt.render.text)."""
-    from bsdcrypt.render.text import MESSAGE_LIMIT, visible
+    file name, a host name), shown through the renderers' sanitizer and cut (bsdcrypt.text)."""
+    from bsdcrypt.text import MESSAGE_LIMIT, visible
 
     return f"bsdcrypt: {visible(str(message), MESSAGE_LIMIT)}"
 

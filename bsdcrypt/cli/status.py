@@ -97,7 +97,7 @@ def record(
         typer.echo(text, nl=False)
         return
     from bsdcrypt.fsutil import check_output_path, write_file
-    from bsdcrypt.render.text import visible
+    from bsdcrypt.text import visible
 
     check_output_path(output, inputs)
     write_file(output, text)

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from bsdcrypt.enable.plan import Note, Plan, Refuse, RunCommand, WriteFile
 from bsdcrypt.enable.remote import RESOLVE
 from bsdcrypt.errors import ActError, BsdcryptError
-from bsdcrypt.hosts.base import Host, RunResult, sh_quote
+from bsdcrypt.hostapi import Host, RunResult, sh_quote
 from bsdcrypt.interrupts import Interrupted, signals_deferred, signame_of, sigterm_raises
-from bsdcrypt.loaderconf import FileEdit
+from bsdcrypt.loader.conf import FileEdit
 
 KLD_EEXIST = "module already loaded or in kernel"
 KLD_ENOEXEC = "Please check dmesg(8) for more details"

@@ -22,7 +22,7 @@ from bsdcrypt.bench.model import (
     Speedup,
     compare,
 )
-from bsdcrypt.hosts.base import Host
+from bsdcrypt.hostapi import Host
 from bsdcrypt.interrupts import Interrupted
 from bsdcrypt.status import Status
 

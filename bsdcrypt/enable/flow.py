@@ -16,7 +16,7 @@ from typing import Protocol
 
 from bsdcrypt.enable.plan import Plan, PlanInput, RunCommand, loader_driver
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.hosts.base import Host
+from bsdcrypt.hostapi import Host
 from bsdcrypt.status import Status
 
 EXIT_DONE = 0
@@ -114,7 +114,7 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
     from bsdcrypt.assess import assess
     from bsdcrypt.enable.remote import check_root, read_loader_files
     from bsdcrypt.errors import ActError
-    from bsdcrypt.loaderconf import EditError, files_from_evidence, read_by_loader
+    from bsdcrypt.loader.conf import EditError, files_from_evidence, read_by_loader
     from bsdcrypt.probe import gather
 
     root = req.root
@@ -135,7 +135,7 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
     # With --root the files come from DIR; otherwise the probe already read them (the write
     # re-checks their content on the host, so a change in between is caught, not clobbered).
     files = read_loader_files(host, root) if root else files_from_evidence(evidence)
-    from bsdcrypt.assess import UNCOLLECTED
+    from bsdcrypt.assess.core import UNCOLLECTED
 
     if not root and UNCOLLECTED in (status.persist.uncertain or "") and host.can_exec:
         try:  # follow loader_conf_files & co. to the end
@@ -164,8 +164,8 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
 def reread(host: Host, inp: PlanInput, root: str, major: int | None) -> str:
     """After the write: is `<driver>_load="YES"` in effect, as the loader reads the files now?"""
     from bsdcrypt.enable.remote import read_loader_files
-    from bsdcrypt.loaderconf import effective, read_by_loader
-    from bsdcrypt.loadermodel import outcomes
+    from bsdcrypt.loader.conf import effective, read_by_loader
+    from bsdcrypt.loader.model import outcomes
 
     driver = loader_driver(inp)
     reread = read_by_loader(read_loader_files(host, root), major)

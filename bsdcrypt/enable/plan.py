@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from bsdcrypt import loaderconf
-from bsdcrypt.advice import PASSTHROUGH, VARIANT_NAMES
+from bsdcrypt.assess.findings import PASSTHROUGH, VARIANT_NAMES
 from bsdcrypt.errors import ActError
-from bsdcrypt.loaderconf import FileEdit
+from bsdcrypt.loader import conf as loaderconf
+from bsdcrypt.loader.conf import FileEdit
 from bsdcrypt.parsers.loaderconf import assignments, malformed
 from bsdcrypt.parsers.version import parse_release
 from bsdcrypt.platform import AES_DRIVERS, APPLIANCES, ARM64, FREEBSD_FAMILY, primary_driver
@@ -150,7 +150,7 @@ class Plan:
 
 
 def _appliance_advice(variant: str) -> str:
-    from bsdcrypt.advice import APPLIANCE_SETTING
+    from bsdcrypt.assess.findings import APPLIANCE_SETTING
 
     return APPLIANCE_SETTING.get(variant, "use the appliance's own settings page")
 
@@ -170,7 +170,7 @@ def blacklist_refusal(files: Sequence[tuple[str, bytes]], driver: str, major: in
     """A refusal when `module_blacklist` names the driver in some way the loader may read it: the lua
     loader then skips `<driver>_load="YES"` (config.lua `loadModule`). bsdcrypt does not edit a
     blacklist: someone put the driver there on purpose."""
-    from bsdcrypt.loadermodel import outcomes
+    from bsdcrypt.loader.model import outcomes
 
     hits = [o.blacklist for o in outcomes(files, driver, major, root) if o.blacklist is not None]
     if not hits:
@@ -186,7 +186,7 @@ def blacklist_refusal(files: Sequence[tuple[str, bytes]], driver: str, major: in
 
 def _order_note(files: Sequence[tuple[str, bytes]], name: str, edits: Sequence[FileEdit]) -> Note | None:
     """Say so when loader.conf.d files assign `name`: the loader reads them in directory order."""
-    from bsdcrypt.loadermodel import conf_dir_entry
+    from bsdcrypt.loader.model import conf_dir_entry
 
     in_dirs = [
         a

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bsdcrypt import loaderconf
 from bsdcrypt.errors import ActError
-from bsdcrypt.hosts.base import Host, sh_quote
+from bsdcrypt.hostapi import Host, sh_quote
+from bsdcrypt.loader import conf as loaderconf
 from bsdcrypt.probe import CONF_DIR_GLOBS, FRAME_FUNCTION, MAX_NAMED_BYTES, File, new_token, parse_output
 
 # ---- symbolic links ---------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
     loader.conf.local, device.hints, loader.conf.d, and whatever files and directories their
     loader_conf_files / loader_conf_dirs / local_loader_conf_files name (in any loader generation),
     followed round trip by round trip (a few at most)."""
-    from bsdcrypt.loadermodel import DEVICE_HINTS, needed, outcomes
+    from bsdcrypt.loader.model import DEVICE_HINTS, needed, outcomes
 
     root = root.rstrip("/")
     paths = [loaderconf.LOADER_CONF, loaderconf.LOADER_CONF_LOCAL, DEVICE_HINTS]

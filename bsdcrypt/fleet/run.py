@@ -35,8 +35,8 @@ from typing import Any
 from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, kind_of
 from bsdcrypt.fleet.progress import Progress
 from bsdcrypt.fleet.results import FleetInterrupted, FleetRun, HostResult, failed_status
+from bsdcrypt.hostapi import Host, RunResult
 from bsdcrypt.hosts import verbose
-from bsdcrypt.hosts.base import Host, RunResult
 from bsdcrypt.hosts.open import open_host, replay_file
 from bsdcrypt.hostsfile import Duplicate, HostEntry
 from bsdcrypt.interrupts import signals_ignored, signame_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from bsdcrypt.errors import HostError
-from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
+from bsdcrypt.hostapi import REMOTE_COMMAND, RunResult, stdin_script
 
 
 class LocalHost:

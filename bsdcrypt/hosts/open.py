@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bsdcrypt.hostapi import Host
 from bsdcrypt.hosts import verbose
-from bsdcrypt.hosts.base import Host
 from bsdcrypt.hosts.local import LocalHost
-from bsdcrypt.hosts.spec import REPLAY, is_local
+from bsdcrypt.hostspec import REPLAY, is_local
 
 if TYPE_CHECKING:
     from bsdcrypt.ssh import SSHContext
@@ -62,7 +62,7 @@ def _open(
     if spec is None or is_local(spec):
         return LocalHost()
     if spec.startswith(REPLAY):  # any path, spaces included (a hosts file line cannot hold those)
-        from bsdcrypt.recording import ReplayHost
+        from bsdcrypt.hosts.replay import ReplayHost
 
         host = ReplayHost.from_file(replay_file(spec[len(REPLAY):], base_dir))
         host.spec = spec

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from bsdcrypt.hosts.base import Host, RunResult
+from bsdcrypt.hostapi import Host, RunResult
 
 _enabled = os.environ.get("BSDCRYPT_VERBOSE", "") not in ("", "0")
 _lock = threading.Lock()
@@ -76,7 +76,7 @@ class VerboseHost:
     def _log(self, lines: list[str]) -> None:
         stream = self._stream or sys.stderr
         with _lock:
-            from bsdcrypt.render.text import visible  # a spec or an error can carry host text
+            from bsdcrypt.text import visible  # a spec or an error can carry host text
 
             stream.write("".join(f"bsdcrypt: {visible(self.spec)}: {visible(line, None)}\n" for line in lines))
             stream.flush()

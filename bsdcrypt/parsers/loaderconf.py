@@ -14,8 +14,8 @@ The model is `stand/lua/config.lua` (`config.parse`, `pattern_table`, `checkPatt
 
 Everything works on bytes: CRLF, a missing final newline, tabs and non-UTF-8 bytes are kept as they
 are.  Names and values are returned as ``str`` decoded with ``surrogateescape`` (`decode`).
-How the loader orders the files and edits to them are in `bsdcrypt.loaderconf`; what each loader
-generation reads in `bsdcrypt.loadermodel`.
+How the loader orders the files and edits to them are in `bsdcrypt.loader.conf`; what each loader
+generation reads in `bsdcrypt.loader.model`.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def bar_chart(rows: list[tuple[str, float]]) -> str:
 def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
     from tabulate import tabulate
 
-    from bsdcrypt.render.text import visible, visible_lines, visible_status
+    from bsdcrypt.text import visible, visible_lines, visible_status
 
     h = visible_status(result.host)  # host text: control characters shown, each field cut
     p = result.params
@@ -92,7 +92,7 @@ def render_userland(u: UserlandResult) -> str:
         plain = "-" if c.bytes_per_s is None else f"{c.bytes_per_s / MIB:.0f}"
         masked = "-" if c.masked_bytes_per_s is None else f"{c.masked_bytes_per_s / MIB:.0f}"
         rows.append([c.cipher, plain, masked])
-    from bsdcrypt.render.text import visible, visible_lines
+    from bsdcrypt.text import visible, visible_lines
 
     head = f"userland (openssl {visible(u.openssl_version or '?')} speed -evp, 16 KiB blocks, MiB/s):"
     body = tabulate(rows, headers=["cipher", "MiB/s", "AES-NI masked"], tablefmt="simple")

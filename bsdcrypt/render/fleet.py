@@ -49,14 +49,14 @@ def _top_finding(status: Status) -> Finding | None:
 
 
 def row(r: HostResult) -> dict[str, str]:
-    """The cells of one host's table row, host text made visible and cut (bsdcrypt.render.text)."""
-    from bsdcrypt.render.text import FIELD_LIMIT, MESSAGE_LIMIT, visible
+    """The cells of one host's table row, host text made visible and cut (bsdcrypt.text)."""
+    from bsdcrypt.text import FIELD_LIMIT, MESSAGE_LIMIT, visible
 
     return {k: visible(v, MESSAGE_LIMIT if k == "finding" else FIELD_LIMIT) for k, v in _row(r).items()}
 
 
 def _row(r: HostResult) -> dict[str, str]:
-    from bsdcrypt.render.text import visible_status
+    from bsdcrypt.text import visible_status
 
     s = visible_status(r.status)
     o, c, d, p = s.os, s.cpu, s.driver, s.persist
@@ -118,7 +118,7 @@ def _table(run: FleetRun, clip: Callable[[str], str], failed: str, timing: str) 
         summary += f" ({run.failed} {failed})"
     summary += timing
     tot = tabulate([[v.upper(), totals[v]] for v in totals], headers=["verdict", "hosts"], tablefmt="simple")
-    from bsdcrypt.render.text import visible_lines
+    from bsdcrypt.text import visible_lines
 
     return visible_lines(f"{out}\n\n{tot}\n\n{summary}\n")
 
@@ -162,7 +162,7 @@ def render_csv(run: FleetRun) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
     w.writeheader()
-    from bsdcrypt.render.text import MESSAGE_LIMIT, visible, visible_status
+    from bsdcrypt.text import MESSAGE_LIMIT, visible, visible_status
 
     for r in sort_results(run.results):
         s = visible_status(r.status)  # host text: no control character in a cell, each cell bounded

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bsdcrypt import __version__
-from bsdcrypt.advice import VARIANT_NAMES
+from bsdcrypt.assess.findings import VARIANT_NAMES
 from bsdcrypt.render import svg
-from bsdcrypt.render.text import visible as text_visible
+from bsdcrypt.text import visible as text_visible
 
 if TYPE_CHECKING:
     from jinja2 import Environment

@@ -31,8 +31,8 @@ def plan_to_dict(plan: Plan) -> list[dict[str, Any]]:
 
 def render_plan(plan: Plan, host: str) -> str:
     """The plan as text. Host text in it (names, paths, loader.conf lines in the diff) goes through
-    bsdcrypt.render.text: control characters shown as escapes, each piece cut at a limit."""
-    from bsdcrypt.render.text import LINE_LIMIT, MESSAGE_LIMIT, visible, visible_lines
+    bsdcrypt.text: control characters shown as escapes, each piece cut at a limit."""
+    from bsdcrypt.text import LINE_LIMIT, MESSAGE_LIMIT, visible, visible_lines
 
     def v(text: str) -> str:
         return visible(text, MESSAGE_LIMIT)

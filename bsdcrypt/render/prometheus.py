@@ -161,7 +161,7 @@ FAMILIES: tuple[Family, ...] = (
 
 def _sample_line(name: str, labels: Labels, value: float) -> str:
     if labels:
-        from bsdcrypt.render.text import visible
+        from bsdcrypt.text import visible
 
         # host text: no control character reaches the file, no label value is longer than a field
         inner = ",".join(f'{k}="{escape_label_value(visible(v))}"' for k, v in labels)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bsdcrypt.advice import VARIANT_NAMES
+from bsdcrypt.assess.findings import VARIANT_NAMES
 from bsdcrypt.render.serialize import to_json, to_yaml, yesno
 from bsdcrypt.status import SEVERITY_RANK, Status
 
@@ -16,10 +16,10 @@ def _yesno(value: bool | None) -> str:
 def table(s: Status) -> str:
     from tabulate import tabulate
 
-    from bsdcrypt.render.text import LIST_LIMIT, visible_lines, visible_status
+    from bsdcrypt.text import LIST_LIMIT, visible_lines, visible_status
 
     n_geli = len(s.geli)
-    s = visible_status(s)  # host text: control characters shown, each field cut (bsdcrypt.render.text)
+    s = visible_status(s)  # host text: control characters shown, each field cut (bsdcrypt.text)
     o, c, d, p = s.os, s.cpu, s.driver, s.persist
     osline = " ".join(x for x in (o.name, o.release, o.arch) if x) or "unknown"
     if o.variant not in ("freebsd", "unknown", None) and o.variant != (o.name or "").lower():
@@ -115,7 +115,7 @@ def nagios(s: Status) -> str:
     unreachable host), the perfdata value is `U`.
     """
     from bsdcrypt.platform import FREEBSD_FAMILY  # GELI exists there only
-    from bsdcrypt.render.text import visible_status
+    from bsdcrypt.text import visible_status
 
     s = visible_status(s)  # one line of bounded, printable text whatever the host sent
     label = {"ok": "OK", "warning": "WARNING", "critical": "CRITICAL", "unknown": "UNKNOWN"}[s.verdict]

@@ -14,8 +14,8 @@ from paramiko.common import DEFAULT_MAX_PACKET_SIZE, DEFAULT_WINDOW_SIZE
 from paramiko.packet import Packetizer
 from paramiko.ssh_exception import PartialAuthentication
 
-from bsdcrypt.hosts.base import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hosts.spec import SpecError, quote_value, split_spec
+from bsdcrypt.hostapi import REMOTE_COMMAND, RunResult, stdin_script
+from bsdcrypt.hostspec import SpecError, quote_value, split_spec
 from bsdcrypt.ssh.config import SSHContext, _public_blob_of_file, default_context
 from bsdcrypt.ssh.direct import exec_once
 from bsdcrypt.ssh.errors import SSHError, shown_bytes, shown_names

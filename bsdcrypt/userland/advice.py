@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bsdcrypt.hosts.base import sh_quote
+from bsdcrypt.hostapi import sh_quote
 from bsdcrypt.userland.plan import DROPIN_NAME, VAR, dropin_path, merge_env
 from bsdcrypt.userland.trial import KEY
 

@@ -49,7 +49,7 @@ def detect_system(host: Any) -> str:
 def rc_paths(host: Any, unit: str, root: str) -> list[str]:
     """rc_files in load_rc_config's order, a rc.conf.d/<svc> directory replaced by its files (sorted as
     sh's glob sorts them in the C locale)."""
-    from bsdcrypt.hosts.base import sh_quote
+    from bsdcrypt.hostapi import sh_quote
     from bsdcrypt.userland import plan as uplan
 
     out = uplan.rc_files(unit, root)[:2]
@@ -62,7 +62,7 @@ def rc_paths(host: Any, unit: str, root: str) -> list[str]:
 
 
 def read_files(host: Any, paths: list[str]) -> list[tuple[str, bytes]]:
-    from bsdcrypt.hosts.base import sh_quote
+    from bsdcrypt.hostapi import sh_quote
 
     out: list[tuple[str, bytes]] = []
     for p in paths:
@@ -145,7 +145,8 @@ def derive_prove_measure(
     h: Any, out: Any, doc: dict[str, Any], system: str, unit: str, openssl: str, simulate: bool, bench: bool,
     rounds: int, seconds: int, current_env: str | None,
 ) -> int | None:
-    from bsdcrypt.userland import advice, ia32cap, measure, trial
+    from bsdcrypt.parsers import ia32cap
+    from bsdcrypt.userland import advice, measure, trial
     from bsdcrypt.userland.session import choose_openssl, derive
 
     prog, why = choose_openssl(h, unit, openssl or None)
@@ -245,7 +246,7 @@ def plan_and_act(h: Any, talk: Talk, doc: dict[str, Any], system: str, unit: str
             out("nothing changed.")
             return 1
     if system == "systemd":
-        from bsdcrypt.hosts.base import sh_quote
+        from bsdcrypt.hostapi import sh_quote
 
         d = plan.writes[0].edit.path.rsplit("/", 1)[0]
         res = h.run(f"mkdir -p -m 755 {sh_quote(d)}", timeout=30)
@@ -277,7 +278,8 @@ def check_or_remove(h: Any, talk: Talk, doc: dict[str, Any], system: str, unit: 
                     yes: bool, root: str) -> int:
     """--check: is the applied value still this host's vector + AES, and does a trial pass? --remove
     alone takes it out; --check --remove only when it no longer fits."""
-    from bsdcrypt.userland import ia32cap, trial
+    from bsdcrypt.parsers import ia32cap
+    from bsdcrypt.userland import trial
     from bsdcrypt.userland.session import UserlandError, choose_openssl, derive
 
     out = talk.out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from bsdcrypt.hosts.base import Host, sh_quote
+from bsdcrypt.hostapi import Host, sh_quote
 from bsdcrypt.parsers import openssl_speed
 
 CIPHERS = ("aes-128-gcm", "aes-128-ctr", "chacha20-poly1305")

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bsdcrypt.enable.plan import Note, Plan, Refuse, RunCommand, WriteFile
-from bsdcrypt.loaderconf import FileEdit
+from bsdcrypt.loader.conf import FileEdit
 
 VAR = "OPENSSL_ia32cap"
 RC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.hosts.base import Host, sh_quote
+from bsdcrypt.hostapi import Host, sh_quote
+from bsdcrypt.parsers import ia32cap
 from bsdcrypt.parsers.openssl_version import OpensslVersion, parse_cpuinfo, parse_version
 from bsdcrypt.probe import OPENSSL_PROGRAMS, SERVICE_BINARIES
-from bsdcrypt.userland import ia32cap
 
 
 class UserlandError(BsdcryptError):
@@ -68,7 +68,7 @@ def choose_openssl(host: Host, service: str, given: str | None) -> tuple[str, st
         elif line.startswith("prog "):
             programs.append(line[5:].strip())
     if binary and lib:
-        from bsdcrypt.userland.assess import program_for
+        from bsdcrypt.assess.userland import program_for
 
         prog = program_for(lib)
         if prog in programs:

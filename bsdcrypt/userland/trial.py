@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
-from bsdcrypt.hosts.base import Host, sh_quote
+from bsdcrypt.hostapi import Host, sh_quote
 
 KEY = "000102030405060708090a0b0c0d0e0f"
 TIMEOUT_S = 30  # per child; the speed trials stop themselves after 1 s of alarm

@@ -6,10 +6,7 @@ import pytest
 from bench_host import PARAMS, ScriptedHost
 
 from bsdcrypt import bench
-from bsdcrypt.bench import (
-    compare,
-    measure,
-)
+from bsdcrypt.bench import compare, measure
 
 
 def test_compare_and_compiled_in_case() -> None:

@@ -9,15 +9,8 @@ import pytest
 from bench_host import PARAMS, ScriptedHost, fio_fixture, happy_commands, humanize, size_bytes
 
 from bsdcrypt import bench
-from bsdcrypt.bench import (
-    LABEL,
-    BenchError,
-    BenchInterrupted,
-    BenchParams,
-    HostFacts,
-    measure,
-)
-from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.bench import LABEL, BenchError, BenchInterrupted, BenchParams, HostFacts, measure
+from bsdcrypt.hostapi import RunResult
 
 
 def test_happy_path_sequence_and_numbers() -> None:

@@ -9,14 +9,9 @@ import pytest
 from bench_host import PARAMS, Md, ScriptedHost, happy_commands
 
 from bsdcrypt import bench
-from bsdcrypt.bench import (
-    LABEL,
-    BenchError,
-    BenchInterrupted,
-    measure,
-)
+from bsdcrypt.bench import LABEL, BenchError, BenchInterrupted, measure
 from bsdcrypt.bench.state import controller_name
-from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.hostapi import RunResult
 
 HAPPY = happy_commands()
 

@@ -19,9 +19,9 @@ from bsdcrypt.enable.act import kldload, perform, posix_cksum, safe_write, verif
 from bsdcrypt.enable.plan import PlanInput, plan_disable, plan_enable
 from bsdcrypt.enable.remote import read_loader_files
 from bsdcrypt.errors import ActError
-from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.hostapi import RunResult
 from bsdcrypt.hosts.local import LocalHost
-from bsdcrypt.loaderconf import EditError, FileEdit, effective, is_yes, restore, set_yes
+from bsdcrypt.loader.conf import EditError, FileEdit, effective, is_yes, restore, set_yes
 
 from .conftest import backups, write
 
@@ -575,7 +575,7 @@ def test_property_the_backup_equals_the_original_byte_for_byte(data: bytes, mode
 @settings(max_examples=30, deadline=None)
 @given(data=st.binary(max_size=2000))
 def test_the_input_reaches_the_command_byte_for_byte(data: bytes) -> None:
-    from bsdcrypt.hosts.base import stdin_script
+    from bsdcrypt.hostapi import stdin_script
 
     script = stdin_script("cat", data)
     assert script.isascii() and b"\x00" not in script  # nothing a shell could mangle

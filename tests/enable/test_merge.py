@@ -14,7 +14,7 @@ from bsdcrypt.enable.plan import PlanInput, plan_disable, plan_enable
 from bsdcrypt.enable.remote import read_loader_files
 from bsdcrypt.errors import ActError
 from bsdcrypt.hosts.local import LocalHost
-from bsdcrypt.loaderconf import EditError, FileEdit, effective, is_yes
+from bsdcrypt.loader.conf import EditError, FileEdit, effective, is_yes
 
 from .conftest import write
 

@@ -12,7 +12,7 @@ from bsdcrypt.enable.act import safe_write
 from bsdcrypt.enable.remote import read_loader_files
 from bsdcrypt.errors import ActError
 from bsdcrypt.hosts.local import LocalHost
-from bsdcrypt.loaderconf import set_yes
+from bsdcrypt.loader.conf import set_yes
 
 from .conftest import write
 

@@ -24,7 +24,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from bsdcrypt.hosts.base import RunResult
+from bsdcrypt.hostapi import RunResult
 from bsdcrypt.ssh import SSHContext, SSHError, SSHHost
 from bsdcrypt.ssh.packets import Packets
 from bsdcrypt.ssh.transport import session_key

@@ -50,8 +50,8 @@ def bsdcrypt(*args: str, stdin: str | None = None, env: dict[str, str] | None = 
 
 def replay_status(recording: Path) -> dict[str, Any]:
     """What `bsdcrypt status --host replay:REC --format json` says: the fleet must say the same."""
+    from bsdcrypt.hosts.replay import ReplayHost
     from bsdcrypt.pipeline import status_of
-    from bsdcrypt.recording import ReplayHost
 
     data = status_of(ReplayHost.from_file(recording)).to_dict()
     return {k: v for k, v in data.items() if k not in VOLATILE}
@@ -211,8 +211,8 @@ def test_table_csv_yaml(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     path.write_text("\n".join(specs + [specs[0]]) + "\n")
     base = ["fleet-audit", str(path), "-F", str(env.fleet.ssh_config), "--timeout", str(TIMEOUT)]
     table = bsdcrypt(*base)
+    from bsdcrypt.hosts.replay import ReplayHost
     from bsdcrypt.pipeline import status_of
-    from bsdcrypt.recording import ReplayHost
 
     critical = any(status_of(ReplayHost.from_file(env.healthy[a])).verdict == "critical" for a in addrs)
     assert table.returncode == (2 if critical else 3)  # critical outranks the closed port's unknown

@@ -18,7 +18,7 @@ import pytest
 
 from bsdcrypt.errors import HostError
 from bsdcrypt.fleet import Auditor, FleetOptions, Progress, fd_limit_parallel, run_fleet
-from bsdcrypt.hosts.base import Host, RunResult
+from bsdcrypt.hostapi import Host, RunResult
 from bsdcrypt.hostsfile import parse_hosts
 
 REPO = Path(__file__).resolve().parents[2]

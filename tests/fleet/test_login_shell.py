@@ -16,7 +16,7 @@ from login_shells import require_tcsh
 
 from bsdcrypt.enable.act import safe_write, undo_write
 from bsdcrypt.enable.remote import read_loader_files
-from bsdcrypt.loaderconf import FileEdit
+from bsdcrypt.loader.conf import FileEdit
 
 from .conftest import require_sshd, start_or_skip
 from .loopback import LoopbackFleet

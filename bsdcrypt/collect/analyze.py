@@ -11,7 +11,7 @@ which accepts, per file, one of:
 * the files of `ansible --tree DIR` (one JSON result per host, named after the host);
 * a bsdcrypt recording (`bsdcrypt record`);
 * a paste of command outputs: a bare dmesg.boot, or dmesg + `kldstat -v` + `uname -a` + `geli list` +
-  loader.conf in any order, with or without shell prompts (bsdcrypt.paste). Only what was pasted is
+  loader.conf in any order, with or without shell prompts (bsdcrypt.collect.paste). Only what was pasted is
   known: every other field stays unknown, and a `paste-partial` finding says which outputs were missing.
 
 The token is read from the first frame, so a script made with `probe-script --token` works too.
@@ -175,7 +175,7 @@ def collect_file(path: str, data: bytes, token: str | None = None) -> list[Colle
         except BsdcryptError as exc:
             return garbage(str(exc))
         return [Collected(str(doc.get("host") or Path(path).stem), path, f"replay:{path}", evidence)]
-    from bsdcrypt.paste import evidence_from_paste
+    from bsdcrypt.collect.paste import evidence_from_paste
 
     pasted = evidence_from_paste(data.decode("utf-8", "replace"))
     if pasted is not None:

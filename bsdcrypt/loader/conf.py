@@ -1,7 +1,7 @@
 """loader.conf(5) files: the order the FreeBSD lua loader reads them in, and safe edits to them (pure).
 
 How one line is classified is `bsdcrypt.parsers.loaderconf` (`config.parse` of `stand/lua/config.lua`);
-which files each loader generation reads is `bsdcrypt.loadermodel`. Here:
+which files each loader generation reads is `bsdcrypt.loader.model`. Here:
 
 * ``<module>_load`` values are compared case-insensitively with "yes" (``v:upper()``, then
   ``load:lower() == "yes"``).
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bsdcrypt.facts import Assignment
-from bsdcrypt.loadermodel import GENERATION_NAMES, outcomes
+from bsdcrypt.loader.model import GENERATION_NAMES, outcomes
 from bsdcrypt.parsers.loaderconf import Line, assignments, classify, decode, parse
 from bsdcrypt.probe import FILE_PREFIX, LOADER_CONF_DIR, Evidence, File, file_step
 
@@ -271,7 +271,7 @@ def set_yes(
 ) -> list[FileEdit]:
     """The smallest edits that make `name` YES in every way the loader may read it; [] if it already is.
 
-    The loader is followed as `bsdcrypt.loadermodel` models it, for every generation release `major`
+    The loader is followed as `bsdcrypt.loader.model` models it, for every generation release `major`
     may boot with and every order of loader.conf.d (which the loader reads in directory order, not by
     name). While some run of it does not read YES:
     * its assignment in effect is not YES: edit that line in place (in loader.conf.local, a

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from bsdcrypt import advice
+import bsdcrypt.assess.findings as advice
+import bsdcrypt.assess.userland as userland
 from bsdcrypt.facts import DmesgBoot, DriverMessage, GeliProvider, KldFile
-from bsdcrypt.loaderconf import LOADER_CONF_DIR, all_assignments, files_from_evidence, is_yes
-from bsdcrypt.loadermodel import DEVICE_HINTS, GENERATION_NAMES, Outcome, agree, needed, outcomes
+from bsdcrypt.loader.conf import LOADER_CONF_DIR, all_assignments, files_from_evidence, is_yes
+from bsdcrypt.loader.model import DEVICE_HINTS, GENERATION_NAMES, Outcome, agree, needed, outcomes
 from bsdcrypt.parsers.dmesg import parse_dmesg
 from bsdcrypt.parsers.geli import parse_geli_list
 from bsdcrypt.parsers.kenv import parse_kenv, smbios_hypervisor
@@ -31,18 +32,8 @@ from bsdcrypt.platform import (
     X86,
     primary_driver,
 )
-from bsdcrypt.probe import (
-    EXISTS_PREFIX,
-    FILE_PREFIX,
-    Evidence,
-    File,
-    StepName,
-    dir_step,
-    file_step,
-    kldstat_m_step,
-)
+from bsdcrypt.probe import EXISTS_PREFIX, FILE_PREFIX, Evidence, File, StepName, dir_step, file_step, kldstat_m_step
 from bsdcrypt.status import CPUInfo, DriverInfo, Finding, GeliInfo, OSInfo, PersistInfo, Status
-from bsdcrypt.userland import assess as userland
 
 # Steps without which the driver, persistence or GELI conclusions cannot be trusted.
 DECISIVE_STEPS = (

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
+from bsdcrypt.parsers import ia32cap
 from bsdcrypt.parsers.openssl_version import parse_version
 from bsdcrypt.probe import OPENSSL_PROGRAMS, Evidence, StepName, openssl_step
 from bsdcrypt.status import CPUInfo, CryptoLibInfo, Finding, OverrideInfo, ServiceLinkInfo, Status, UserlandInfo
-from bsdcrypt.userland import ia32cap
 
 X86 = frozenset({"amd64", "i386", "x86_64", "i686", "i586", "i486"})
 GLOBAL_FILES = ("/etc/login.conf", "/etc/environment", "/etc/profile")

@@ -1,0 +1,1 @@
+"""Which files each loader(8) generation reads, in what order, and the safe edits to them."""
