@@ -185,25 +185,152 @@ atomic_write_text = write_file
 
 
 MIB = 1 << 20
+_READ_CHUNK = 1 << 16
 
 
-def read_input(path: str, limit: int, what: str) -> bytes:
-    """The bytes of an input file (`-` is standard input), at most `limit` of them: a larger input
-    (`/dev/zero`, a log named by mistake) is one line, not gigabytes of memory. BsdcryptError otherwise."""
-    shown = "standard input" if path == "-" else path
+class InputError(BsdcryptError):
+    """An input file that cannot be read as one (one line naming it). `missing`: the path does not
+    exist (an ssh `Include` skips such a match, as ssh does)."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+def _kind(mode: int) -> str | None:
+    """What a path that is not a regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe), not a regular file"
+    if stat.S_ISCHR(mode):
+        return "a character device, not a regular file"
+    if stat.S_ISBLK(mode):
+        return "a block device, not a regular file"
+    if stat.S_ISSOCK(mode):
+        return "a socket, not a regular file"
+    return "not a regular file"
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    """At most limit + 1 bytes from fd (one more than allowed tells "too large" from "just fits")."""
+    chunks: list[bytes] = []
+    left = limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, _READ_CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_input(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
+    """THE reader of every input file bsdcrypt is handed (recordings, pastes, hosts files, bench records,
+    ssh files...): its bytes, at most `limit` of them, or InputError (one line naming the file).
+
+    * `-` is standard input, and a descriptor path (/dev/stdin, /dev/fd/N, /proc/self/fd/N: a shell's
+      `<(cmd)`) is that open descriptor: streams the user opened, read up to the limit.
+    * Any other path must be a regular file, checked before it is opened (a device, FIFO or socket is one
+      line naming it: /dev/zero never ends, a FIFO nobody writes never answers). It is opened with
+      O_NONBLOCK, so a FIFO swapped in after the check cannot block the open, and fstat'ed again once
+      open: what is read is what was checked.
+    * The size is checked before anything is read (a 75 MB file is refused without reading it), and the
+      read stops at limit + 1 bytes (a file that grows meanwhile, /proc files that show size 0).
+    Nothing is parsed here: callers parse only what passed the cap.
+    """
+    shown = os.fspath(path)
+    name = "standard input" if shown == "-" else shown
+    if shown == "":
+        raise InputError(f"the {what} path is empty: name a file, or - for standard input")
+    if shown == "-":
+        return _read_stdin(limit, what)
+    fd = 0 if shown == "/dev/stdin" else _descriptor(shown) if shown.startswith(("/dev/fd/", "/proc/")) else None
+    if fd is not None:
+        return _read_stream(fd, limit, what, name)
     try:
-        if path == "-":
-            data = sys.stdin.buffer.read(limit + 1)
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read(limit + 1)
-    except IsADirectoryError as exc:
-        raise BsdcryptError(f"cannot read {what} {shown}: it is a folder") from exc
+        st = os.stat(shown)
+    except FileNotFoundError as exc:
+        raise InputError(f"cannot read {what} {name}: {exc.strerror}", missing=True) from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {what} {name}: {_why(exc)}") from exc
+    kind = _kind(st.st_mode)
+    if kind is not None:
+        raise InputError(f"cannot read {what} {name}: it is {kind}")
+    try:
+        fd = os.open(shown, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError as exc:
+        raise InputError(f"cannot read {what} {name}: {exc.strerror}", missing=True) from exc
     except OSError as exc:
-        raise BsdcryptError(f"cannot read {what} {shown}: {exc.strerror or exc}") from exc
+        raise InputError(f"cannot read {what} {name}: {_why(exc)}") from exc
+    try:
+        st = os.fstat(fd)
+        kind = _kind(st.st_mode)
+        if kind is not None:  # swapped for another kind of file since the check
+            raise InputError(f"cannot read {what} {name}: it is {kind}")
+        if st.st_size > limit:
+            raise InputError(f"{what} {name} is larger than {_size(limit)}: not something bsdcrypt reads")
+        data = _read_fd(fd, limit)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {name}: {_why(exc)}") from exc
+    finally:
+        os.close(fd)
     if len(data) > limit:
-        raise BsdcryptError(f"{what} {shown} is larger than {_size(limit)}: not something bsdcrypt reads")
+        raise InputError(f"{what} {name} is larger than {_size(limit)}: not something bsdcrypt reads")
     return data
+
+
+def _read_stream(fd: int, limit: int, what: str, name: str) -> bytes:
+    """A descriptor the user opened (/dev/fd/N): a regular file's size is checked first."""
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"cannot read {what} {name}: it is a folder")
+        if stat.S_ISREG(st.st_mode) and st.st_size - _offset(fd) > limit:
+            raise InputError(f"{what} {name} is larger than {_size(limit)}: not something bsdcrypt reads")
+        data = _read_fd(fd, limit)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {name}: {_why(exc)}") from exc
+    if len(data) > limit:
+        raise InputError(f"{what} {name} is larger than {_size(limit)}: not something bsdcrypt reads")
+    return data
+
+
+def _read_stdin(limit: int, what: str) -> bytes:
+    """Standard input (through sys.stdin, which tests and embedders may replace)."""
+    try:
+        stream = sys.stdin.buffer
+        try:
+            st = os.fstat(stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise InputError(f"cannot read {what} standard input: it is a folder")
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size - _offset(stream.fileno()) > limit:
+            raise InputError(f"{what} standard input is larger than {_size(limit)}: not something bsdcrypt reads")
+        data = stream.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} standard input: {_why(exc)}") from exc
+    if len(data) > limit:
+        raise InputError(f"{what} standard input is larger than {_size(limit)}: not something bsdcrypt reads")
+    return bytes(data)
+
+
+def _offset(fd: int) -> int:
+    try:
+        return os.lseek(fd, 0, os.SEEK_CUR)
+    except OSError:
+        return 0
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, IsADirectoryError):
+        return "it is a folder"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _size(n: int) -> str:

@@ -29,17 +29,17 @@ def run(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_analyze_dev_zero_is_bounded_and_one_row() -> None:
-    """/dev/zero never ends: reading stops at the limit (64 MiB + 1), the row says why."""
+def test_analyze_dev_zero_is_one_row_naming_it() -> None:
+    """/dev/zero never ends: it is not a regular file, refused before a byte is read; the row says why."""
     r = run("analyze", "/dev/zero", "-f", "csv")
     assert r.returncode == 3 and "Traceback" not in r.stderr
-    assert "/dev/zero is larger than 64 MiB" in r.stdout
+    assert "cannot read input /dev/zero: it is a character device, not a regular file" in r.stdout
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["fleet-audit", "/dev/zero"], "hosts file /dev/zero is larger than 16 MiB"),
+        (["fleet-audit", "/dev/zero"], "cannot read hosts file /dev/zero: it is a character device, not a regular file"),
         (["status", "-H", "replay:{big}"], "recording {big} is larger than 16 MiB"),
         (["fleet-audit", "{hosts}", "-F", "{cfg}"], "is larger than 1 MiB"),
     ],
