@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,13 +106,15 @@ def shipped() -> list[tuple[str, Path]]:
 def resolve_recording(ref: str) -> Path:
     """A path to a recording file, or the name of one shipped with bsdcrypt."""
     path = Path(ref).expanduser()
-    if path.is_file():
-        return path
+    if path.is_file() or (os.path.lexists(path) and not path.is_dir()):
+        return path  # a device, FIFO or dangling link too: the reader says what it is, in one line
     if "/" not in ref:
         for d in shipped_dirs():
             for candidate in (d / ref, d / f"{ref}.yaml"):
                 if candidate.is_file():
                     return candidate
+    if path.is_dir():
+        raise RecordingError(f"cannot read recording {ref}: it is a folder")
     hint = ", ".join(shipped_names()[:5])
     raise RecordingError(f"no recording at {ref!r} (shipped ones include: {hint}; see `bsdcrypt recordings`)")
 
@@ -125,20 +128,121 @@ def _step_to_yaml(st: Step) -> dict[str, Any]:
     return entry
 
 
-def _step_from_yaml(name: str, entry: Any) -> Step:
-    if not isinstance(entry, dict) or not isinstance(entry.get("rc"), int):
-        raise RecordingError(f"step {name!r} needs an integer 'rc'")
+# ---- reading an untrusted recording ------------------------------------------------------------------
+# A recording is what users are asked to send and share, so it is read as hostile: the YAML events are
+# scanned before anything is composed (no anchor, no alias, bounded depth and count), then every field
+# is checked for its type and size. Each refusal is one RecordingError line.
+
+MAX_DEPTH = 4  # a recording nests 3 deep (document -> steps -> step -> rc/out); one more is spare
+MAX_EVENTS = 100_000  # YAML events: ~6 per step, a few hundred steps in the largest probe
+MAX_STEPS = 4096  # steps in one recording (the probe has ~60, plus the loader files it follows)
+MAX_STEP_NAME = 4200  # "file:" + PATH_MAX
+MAX_TEXT_FIELD = 8192  # source, description, tool_version, recorded_at (source names the host: "bsdcrypt record on HOST")
+MAX_HOST = 4096  # the name the recording was made under (a host name is at most 253; a spec with user@ and port a bit more)
+_RC_RANGE = range(-1, 256)  # a shell's exit status (0-255); -1 is what a paste without one records
+_TOP_KEYS = {"bsdcrypt_recording", "tool_version", "recorded_at", "host", "redacted", "description", "source", "steps"}
+_STEP_KEYS = {"rc", "out", "out_base64"}
+
+
+def _where(event: Any) -> str:
+    mark = getattr(event, "start_mark", None)
+    return f" line {mark.line + 1}:" if mark is not None else ""
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 40 and name.isprintable() else repr(name[:40])
+
+
+def _check_events(text: str, origin: str) -> None:
+    """Refuse what a recording never holds before PyYAML composes anything: an anchor or an alias (the
+    alias bomb: nine levels of ten are 10^9 nodes once expanded), nesting deeper than a recording's,
+    more events than any recording has, more than one document. Public PyYAML API only (yaml.parse)."""
+    depth = 0
+    docs = 0
+    for count, event in enumerate(yaml.parse(text, Loader=_loader()), 1):
+        if count > MAX_EVENTS:
+            raise RecordingError(f"{origin}: more than {MAX_EVENTS} YAML nodes: not a bsdcrypt recording")
+        if isinstance(event, yaml.AliasEvent):
+            raise RecordingError(
+                f"{origin}:{_where(event)} a YAML alias (*{_short(event.anchor or '')}): recordings never use "
+                "anchors or aliases; refused"
+            )
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            raise RecordingError(
+                f"{origin}:{_where(event)} a YAML anchor (&{_short(anchor)}): recordings never use "
+                "anchors or aliases; refused"
+            )
+        if isinstance(event, yaml.DocumentStartEvent):
+            docs += 1
+            if docs > 1:
+                raise RecordingError(f"{origin}:{_where(event)} a second YAML document: a recording is one")
+        elif isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise RecordingError(
+                    f"{origin}:{_where(event)} nested deeper than a recording ({MAX_DEPTH} levels): refused"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _text_field(doc: dict[str, Any], key: str, origin: str, limit: int, *, required: bool = False) -> str | None:
+    value = doc.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise RecordingError(f"{origin}: '{key}' must be a string, not {_type_name(value)}")
+    if len(value) > limit:
+        raise RecordingError(f"{origin}: '{key}' is {len(value)} characters long (at most {limit})")
+    return value
+
+
+def _type_name(value: Any) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", int: "an integer", bool: "true/false",
+             float: "a number", bytes: "binary data", type(None): "empty"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _step_from_yaml(name: str, entry: Any, origin: str = "recording") -> Step:
+    where = f"{origin}: step {_short(name)}"
+    if not isinstance(entry, dict):
+        raise RecordingError(f"{where} must be a mapping with 'rc' and 'out', not {_type_name(entry)}")
+    extra = sorted(str(k) for k in entry if k not in _STEP_KEYS)
+    if extra:
+        raise RecordingError(f"{where}: unknown field {_short(extra[0])} (a step has rc, out or out_base64)")
+    rc = entry.get("rc")
+    if type(rc) is not int:
+        raise RecordingError(f"{where} needs an integer 'rc', not {_type_name(rc)}")
+    if rc not in _RC_RANGE:
+        raise RecordingError(f"{where}: 'rc' {rc} is not an exit status (0-255)")
     if "out_base64" in entry:
+        if "out" in entry:
+            raise RecordingError(f"{where} has both 'out' and 'out_base64'")
+        coded = entry["out_base64"]
+        if not isinstance(coded, str):
+            raise RecordingError(f"{where}: out_base64 must be a string, not {_type_name(coded)}")
         try:
-            out = base64.b64decode(str(entry["out_base64"]), validate=True)
+            out = base64.b64decode(coded, validate=True)
         except ValueError as exc:
-            raise RecordingError(f"step {name!r}: out_base64 is not valid base64") from exc
+            raise RecordingError(f"{where}: out_base64 is not valid base64") from exc
     else:
         text = entry.get("out", "")
         if not isinstance(text, str):
-            raise RecordingError(f"step {name!r}: 'out' must be a string")
-        out = text.encode("utf-8")
-    return Step(entry["rc"], out)
+            raise RecordingError(f"{where}: 'out' must be a string, not {_type_name(text)}")
+        try:
+            out = text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a "\ud800" escape: no bytes spell it
+            raise RecordingError(f"{where}: 'out' holds a character that is not Unicode text (use out_base64)") from exc
+    return Step(rc, out)
+
+
+def _step_name(key: Any, origin: str) -> str:
+    if not isinstance(key, str):
+        raise RecordingError(f"{origin}: a step name must be a string, not {_type_name(key)} ({_short(str(key))})")
+    if not key or len(key) > MAX_STEP_NAME or not key.isprintable():
+        raise RecordingError(f"{origin}: step name {_short(key)} is not a probe step name")
+    return key
 
 
 class _LiteralDumper(yaml.SafeDumper):
@@ -228,26 +332,46 @@ def _header(text: str) -> str:
 
 
 def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
+    """A recording's fields (each checked: `host`, `source`, ... are strings or absent, `redacted` a
+    bool) and its evidence; RecordingError (one line) for anything a recording is not."""
     try:
+        _check_events(text, origin)
         doc = yaml.load(text, Loader=_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise RecordingError(f"{origin}:{where} is not valid YAML") from exc
+    except RecursionError as exc:  # pragma: no cover - the depth check comes first
+        raise RecordingError(f"{origin}: nested too deep to be a recording") from exc
     if not isinstance(doc, dict) or "bsdcrypt_recording" not in doc:
         raise RecordingError(f"{origin} is not a bsdcrypt recording (format {FORMAT})")
     version = doc["bsdcrypt_recording"]
     if type(version) is not int or version != FORMAT:
+        shown = version if type(version) is int else _short(str(version))
         raise RecordingError(
-            f"{origin}: unsupported recording format {version!r} (this bsdcrypt reads format {FORMAT})"
+            f"{origin}: unsupported recording format {shown!r} (this bsdcrypt reads format {FORMAT})"
         )
+    unknown = sorted(str(k) for k in doc if k not in _TOP_KEYS)
+    if unknown:
+        raise RecordingError(f"{origin}: unknown field {_short(unknown[0])} (not in recording format {FORMAT})")
+    fields: dict[str, Any] = {"bsdcrypt_recording": FORMAT}
+    for key in ("tool_version", "recorded_at", "source", "description"):
+        fields[key] = _text_field(doc, key, origin, MAX_TEXT_FIELD)
+    fields["host"] = _text_field(doc, "host", origin, MAX_HOST)
+    redacted = doc.get("redacted", False)
+    if type(redacted) is not bool:
+        raise RecordingError(f"{origin}: 'redacted' must be true or false, not {_type_name(redacted)}")
+    fields["redacted"] = redacted
     steps = doc.get("steps")
     if not isinstance(steps, dict):
         raise RecordingError(f"{origin}: 'steps' must be a mapping")
     if not steps:
         raise RecordingError(f"{origin}: the recording has no probe steps (its 'steps' mapping is empty)")
-    evidence = Evidence({str(k): _step_from_yaml(str(k), v) for k, v in steps.items()})
-    return doc, evidence
+    if len(steps) > MAX_STEPS:
+        raise RecordingError(f"{origin}: {len(steps)} steps, more than a probe gathers (at most {MAX_STEPS})")
+    evidence = Evidence({_step_name(k, origin): _step_from_yaml(str(k), v, origin) for k, v in steps.items()})
+    fields["steps"] = steps
+    return fields, evidence
 
 
 MAX_RECORDING = 16 << 20  # 16 MiB: one host's probe output is 5-50 KB; the loader files alone may be 1 MiB each
@@ -255,14 +379,14 @@ MAX_RECORDING = 16 << 20  # 16 MiB: one host's probe output is 5-50 KB; the load
 
 def read_recording(path: Path) -> str:
     """The text of a recording file, read through the bounded reader."""
-    from bsdcrypt.errors import BsdcryptError
-    from bsdcrypt.fsutil import read_input
+    from bsdcrypt.fsutil import InputError, read_input
 
     try:
         return read_input(str(path), MAX_RECORDING, "recording").decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RecordingError(f"cannot read recording {path}: {exc}") from exc
-    except BsdcryptError as exc:
+        raise RecordingError(f"cannot read recording {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+                             f"at offset {exc.start})") from exc
+    except InputError as exc:
         raise RecordingError(str(exc)) from exc
 
 

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsdcrypt.probe import Evidence, Step
-from bsdcrypt.recording import dump, load
+from bsdcrypt.recording import MAX_HOST, dump, load
 from bsdcrypt.status import Finding, GeliInfo, Status
 from bsdcrypt.text import FIELD_LIMIT, MESSAGE_LIMIT, cut_marker, visible, visible_lines, visible_status
 
@@ -58,7 +58,10 @@ def _recording(
 ) -> Path:
     _, evidence = load(BASE)
     path = tmp_path / "hostile.yaml"
-    path.write_text(dump(_edit(evidence, name, cpu, comment, value, extra), name), encoding="utf-8")
+    # The recording's own `host:` field is bounded (recording.MAX_HOST: a longer one is refused, see
+    # tests/test_recording_hostile.py); the host's outputs carry the long name.
+    host = name[:MAX_HOST]
+    path.write_text(dump(_edit(evidence, name, cpu, comment, value, extra), host), encoding="utf-8")
     return path
 
 
