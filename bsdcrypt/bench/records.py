@@ -156,15 +156,12 @@ def expand(paths: list[str]) -> list[Path]:
 
 def load(path: Path) -> BenchResult:
     """One record file; BenchRecordError (one line naming the file) if it cannot be read or is not one."""
+    from bsdcrypt.fsutil import InputError, read_input
+
     try:
-        if path.is_char_device() or path.is_block_device() or path.is_fifo():
-            raise BenchRecordError(f"{path}: not a regular file")
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_RECORD_BYTES + 1)
-    except OSError as exc:
-        raise BenchRecordError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if len(data) > MAX_RECORD_BYTES:
-        raise BenchRecordError(f"{path}: larger than {MAX_RECORD_BYTES // (1024 * 1024)} MiB, not a bench record")
+        data = read_input(path, MAX_RECORD_BYTES, "bench record")
+    except InputError as exc:
+        raise BenchRecordError(str(exc)) from exc
     try:
         return result_from_record(json.loads(data.decode("utf-8")))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
