@@ -79,13 +79,14 @@ def shipped_names() -> list[str]:
     return sorted(names)
 
 
-def description(path: Path) -> str:
-    """A recording's one-line `description:` (read from its top lines, without parsing the YAML), or ""."""
+def description(path: Path, key: str = "description") -> str:
+    """A recording's one-line `description:` (or another top-level `key`, such as `made_of`), read from
+    its top lines without parsing the YAML, or ""."""
     try:
         with path.open(encoding="utf-8", errors="replace") as fh:
             for line in fh:
-                if line.startswith("description:"):
-                    value = yaml.load(line, Loader=_loader()).get("description")
+                if line.startswith(f"{key}:"):
+                    value = yaml.load(line, Loader=_loader()).get(key)
                     return " ".join(str(value).split()) if value is not None else ""
                 if line.startswith("steps:"):
                     break

@@ -199,6 +199,12 @@ def plain(obj: Any) -> Any:
     return copy.deepcopy(obj)  # anything else, as asdict does
 
 
+def by_severity(findings: list[Finding]) -> list[Finding]:
+    """Findings most severe first, as every report lists them: critical, unknown, warning, info (the
+    verdict's ranking); findings of one severity keep their order (a stable sort)."""
+    return sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity])
+
+
 def worst_verdict(verdicts: list[str]) -> str:
     return max(verdicts, key=lambda v: SEVERITY_RANK[v], default="ok")
 

@@ -26,7 +26,7 @@ EXPECTED = {
     "freebsd-11.0-current-custom-kernel-x-no-aesni": ("freebsd", "not-loaded", False, False, "warning", ["driver-not-loaded"]),
     "freebsd-12.2-bhyve-aesni-flag-hidden": ("freebsd", "not-loaded", False, False, "warning", ["vm-hides-aesni"]),
     "freebsd-12.2-bhyve-geli-software-aesni-kldloaded": (
-        "freebsd", "loaded", True, False, "critical", ["not-persisted", "geli-software"],
+        "freebsd", "loaded", True, False, "critical", ["geli-software", "not-persisted"],
     ),
     "freebsd-12.2-bhyve-not-loaded-overridden": ("freebsd", "not-loaded", False, False, "warning", ["driver-not-loaded"]),
     "freebsd-13.0-hyperv-builtin": ("freebsd", "builtin", True, True, "ok", []),

@@ -107,6 +107,27 @@ OutputOpt = Annotated[
 ]
 
 
+def text_width(output: str | None = None) -> int | None:
+    """The columns a text report may use (docs/output.md, "Width"): None, whole lines, unless it goes
+    to a terminal (never with -o FILE, never in a pipe); on a terminal, COLUMNS when it is set to a
+    positive number (as ls(1) and ps(1) read it), else the terminal's own width. A pipe ignores
+    COLUMNS: programs that use GNU readline export it to everything they start."""
+    import sys
+
+    if output not in (None, "-"):
+        return None
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+        if not os.isatty(fd):
+            return None
+        columns = os.environ.get("COLUMNS", "").strip()
+        if columns.isdigit() and int(columns) > 0:
+            return int(columns)
+        return os.get_terminal_size(fd).columns or None
+    except (OSError, ValueError):
+        return None
+
+
 def write_report(text: str, output: str | None, inputs: tuple[str, ...] = ()) -> None:
     """Print a report, or write it to FILE the one way every -o does (bsdcrypt.fsutil: atomically for a
     regular file, in place for a device or FIFO, never over one of the command's inputs; mode 0644)."""

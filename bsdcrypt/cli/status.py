@@ -105,14 +105,18 @@ def record(
 
 
 def recordings() -> None:
-    """List the recordings shipped with bsdcrypt, one line each: NAME and what it shows (use --host replay:NAME)."""
-    from bsdcrypt.recording import description, shipped
+    """List the recordings shipped with bsdcrypt, one line each: NAME, what it is made of, what it shows.
 
-    rows = shipped()
-    width = max((len(name) for name, _ in rows), default=0)
-    for name, path in rows:
-        text = description(path)
-        typer.echo(f"{name:<{width}}  {text}".rstrip() if text else name)
+    Use one with --host replay:NAME. Made of: real (the probe run on a real host), composite (one real
+    host's published outputs, the other probe steps derived from FreeBSD's source) or staged (a
+    composite changed to show a case no published output shows); each file's header says exactly how.
+    """
+    from bsdcrypt.cli.options import text_width
+    from bsdcrypt.recording import description, shipped
+    from bsdcrypt.render.recordings import listing
+
+    rows = [(name, description(path, "made_of"), description(path)) for name, path in shipped()]
+    typer.echo(listing(rows, text_width()), nl=False)
 
 
 def register(app: typer.Typer) -> None:
