@@ -141,7 +141,9 @@ MAX_STEP_NAME = 4200  # "file:" + PATH_MAX
 MAX_TEXT_FIELD = 8192  # source (it names the host), description, tool_version, recorded_at
 MAX_HOST = 4096  # the name it was recorded under (a host name is at most 253 characters)
 _RC_RANGE = range(-1, 256)  # a shell's exit status (0-255); -1 is what a paste without one records
-_TOP_KEYS = {"bsdcrypt_recording", "tool_version", "recorded_at", "host", "redacted", "description", "source", "steps"}
+_TOP_KEYS = {
+    "bsdcrypt_recording", "tool_version", "recorded_at", "host", "redacted", "description", "made_of", "source", "steps"
+}
 _STEP_KEYS = {"rc", "out", "out_base64"}
 
 
@@ -356,7 +358,7 @@ def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
     if unknown:
         raise RecordingError(f"{origin}: unknown field {_short(unknown[0])} (not in recording format {FORMAT})")
     fields: dict[str, Any] = {"bsdcrypt_recording": FORMAT}
-    for key in ("tool_version", "recorded_at", "source", "description"):
+    for key in ("tool_version", "recorded_at", "source", "description", "made_of"):
         fields[key] = _text_field(doc, key, origin, MAX_TEXT_FIELD)
     fields["host"] = _text_field(doc, "host", origin, MAX_HOST)
     redacted = doc.get("redacted", False)
