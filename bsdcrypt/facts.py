@@ -109,3 +109,43 @@ class Product:
     name: str  # "pfSense", "OPNsense", "TrueNAS", "FreeNAS", "GhostBSD", "MidnightBSD", ...
     version: str | None  # e.g. "2.6.0-RELEASE", "24.1.2", "13.0-U6", "25.02-R14.3p8"
     variant: str  # lower-case key: "pfsense", "opnsense", "truenas", "freenas", "ghostbsd", "midnightbsd"
+
+
+@dataclass(frozen=True)
+class ZfsDataset:
+    """A ZFS dataset's encryption as `zfs get` shows it (issue 27: kernel crypto consumers)."""
+
+    name: str
+    encryption: str | None = None  # "off", "aes-256-gcm", ...; None: the line was not shown
+    keystatus: str | None = None  # "available", "unavailable" ("-" for unencrypted reads None)
+
+
+@dataclass(frozen=True)
+class IpsecSA:
+    """One security association of `setkey -D` (lib/libipsec/pfkey_dump.c pfkey_sadump)."""
+
+    satype: str  # esp, ah, ipcomp, esp-udp
+    mode: str | None = None  # transport, tunnel, any
+    encryption: str | None = None  # the E: name (aes-gcm-16, aes-cbc, rijndael-cbc, null) or a bare number
+    authentication: str | None = None  # the A: name (hmac-sha2-256, hmac-sha1, ...)
+    state: str | None = None  # larval, mature, dying, dead
+
+
+@dataclass(frozen=True)
+class SetkeyDump:
+    """What `setkey -D` showed: the SAs, or why it could not read them."""
+
+    readable: bool | None = None  # True: SAs or "No SAD entries." shown; False: pfkey_open failed
+    sas: tuple[IpsecSA, ...] = ()
+    error: str | None = None  # pfkey_open's error text, e.g. "Operation not permitted"
+
+
+@dataclass(frozen=True)
+class KtlsState:
+    """`sysctl kern.ipc.tls` (sys/kern/uipc_ktls.c, sys/opencrypto/ktls_ocf.c)."""
+
+    present: bool | None = None  # the kernel has KTLS (options KERN_TLS); None: not shown
+    enabled: bool | None = None  # kern.ipc.tls.enable
+    sessions: dict[str, dict[str, int]] = field(default_factory=dict)  # "sw"/"ifnet"/"toe" -> cbc/gcm/chacha20
+    ocf: dict[str, int] = field(default_factory=dict)  # kern.ipc.tls.stats.ocf.* counters
+    active: int | None = None  # kern.ipc.tls.stats.active

@@ -1,0 +1,137 @@
+"""Table tests of the kernel-consumer parsers (zfs get, setkey -D, sysctl kern.ipc.tls, interface
+groups) on the fixtures in fixtures/parsers/{zfs,setkey,ktls,tunnels} (real outputs and outputs
+derived from FreeBSD's and OpenZFS's printing code; each file's header names its source)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bsdcrypt.facts import IpsecSA, KtlsState, SetkeyDump, ZfsDataset
+from bsdcrypt.parsers.ifgroup import parse_groups
+from bsdcrypt.parsers.ktls import parse_ktls
+from bsdcrypt.parsers.setkey import needs_root, no_pfkey, parse_setkey_dump
+from bsdcrypt.parsers.zfs import is_encrypted, parse_zfs_get
+
+from ._load import load, names
+
+Z = ZfsDataset
+ZFS: dict[str, list[ZfsDataset]] = {
+    "buetow-f3s-14-zdata-enc-get-all-grep.txt": [Z("zdata/enc", "aes-256-gcm", "available")],
+    "buetow-f3s-14-zroot-bhyve-two-datasets.txt": [
+        Z("zroot/bhyve", "aes-256-gcm", "available"), Z("zroot/bhyve/rocky", "aes-256-gcm", "available")],
+    "buetow-f3s-14-keystatus-with-header.txt": [Z("zdata/enc/nfsdata", None, "available")],
+    "derived-zfs-get-H-probe.txt": [
+        Z("zroot", "off", None), Z("zroot/enc", "aes-256-gcm", "available"),
+        Z("zroot/enc/home", "aes-256-gcm", "available"), Z("tank/vol0", "aes-128-ccm", "unavailable"),
+        Z("tank/odd", "chacha20-poly1305", "available")],
+    "derived-zfs-not-present.txt": [],
+}
+
+
+def test_every_zfs_fixture_has_a_case() -> None:
+    assert set(names("zfs")) == set(ZFS)
+
+
+@pytest.mark.parametrize("name", sorted(ZFS))
+def test_zfs(name: str) -> None:
+    assert parse_zfs_get(load("zfs", name)) == ZFS[name]
+
+
+def test_zfs_encrypted_reads_off_as_no_and_a_missing_line_as_unknown() -> None:
+    assert [is_encrypted(d) for d in ZFS["derived-zfs-get-H-probe.txt"]] == [False, True, True, True, True]
+    assert is_encrypted(ZFS["buetow-f3s-14-keystatus-with-header.txt"][0]) is None
+
+
+SA = IpsecSA
+GCM = SA("esp", "any", "aes-gcm-16", None, "mature")
+SETKEY: dict[str, SetkeyDump] = {
+    "bsdrp-ipsec-lab-aes-gcm-16-static.txt": SetkeyDump(True, (GCM, GCM, GCM, GCM)),
+    "lkml-2003-ipsec-tools-rijndael-hmac-md5-ipcomp.txt": SetkeyDump(True, (
+        SA("esp", "tunnel", "rijndael-cbc", "hmac-md5", "dying"),
+        SA("esp", "tunnel", "rijndael-cbc", "hmac-md5", "dying"),
+        SA("ipcomp", "tunnel", None, None, "larval"))),
+    "derived-not-root.txt": SetkeyDump(False, (), "Operation not permitted"),
+    "derived-no-sad-entries.txt": SetkeyDump(True, ()),
+    "derived-probe-filtered-cbc-and-unnamed.txt": SetkeyDump(True, (
+        SA("esp", "tunnel", "aes-cbc", "hmac-sha2-256", "mature"), SA("esp", "transport", "99", None, "mature"))),
+}
+
+
+def test_every_setkey_fixture_has_a_case() -> None:
+    assert set(names("setkey")) == set(SETKEY)
+
+
+@pytest.mark.parametrize("name", sorted(SETKEY))
+def test_setkey(name: str) -> None:
+    assert parse_setkey_dump(load("setkey", name)) == SETKEY[name]
+
+
+def test_setkey_errors_say_why() -> None:
+    assert needs_root(SETKEY["derived-not-root.txt"])
+    nofamily = parse_setkey_dump("pfkey_open: Address family not supported by protocol family\n")
+    assert nofamily.readable is False and no_pfkey(nofamily) and not needs_root(nofamily)
+    assert parse_setkey_dump("") == SetkeyDump()
+
+
+def test_setkey_never_keeps_key_material() -> None:
+    dump = parse_setkey_dump(load("setkey", "bsdrp-ipsec-lab-aes-gcm-16-static.txt"))
+    assert "31323334" not in repr(dump)
+
+
+KTLS: dict[str, KtlsState] = {
+    "moeller-nbd-ktls-enable-set.txt": KtlsState(present=True, enabled=True),
+    "derived-14-sysctl-kern-ipc-tls-sw-ocf.txt": KtlsState(
+        present=True, enabled=True,
+        sessions={"sw": {"cbc": 0, "gcm": 3, "chacha20": 0}, "ifnet": {"cbc": 0, "gcm": 0, "chacha20": 0}},
+        ocf={"retries": 0, "separate_output": 18, "inplace": 4022, "tls13_chacha20_crypts": 0,
+             "tls13_gcm_crypts": 4040, "tls12_chacha20_crypts": 0, "tls12_gcm_crypts": 0,
+             "tls11_cbc_crypts": 0, "tls10_cbc_crypts": 0},
+        active=3),
+    "derived-13-disabled-ifnet.txt": KtlsState(
+        present=True, enabled=False,
+        sessions={"sw": {"cbc": 0, "gcm": 0, "chacha20": 0}, "ifnet": {"cbc": 0, "gcm": 2, "chacha20": 0}},
+        active=2),
+    "derived-no-ktls-kernel.txt": KtlsState(present=False),
+}
+
+
+def test_every_ktls_fixture_has_a_case() -> None:
+    assert set(names("ktls")) == set(KTLS)
+
+
+@pytest.mark.parametrize("name", sorted(KTLS))
+def test_ktls(name: str) -> None:
+    assert parse_ktls(load("ktls", name)) == KTLS[name]
+
+
+def test_ktls_without_any_line_is_unknown() -> None:
+    assert parse_ktls("hw.model: x\n") == KtlsState()
+
+
+GROUPS = {
+    "derived-14-ovpn-and-wg.txt": {"openvpn": ["ovpn0"], "wg": ["wg0"]},
+    "derived-13-none.txt": {"openvpn": [], "wg": []},
+}
+
+
+def test_every_tunnels_fixture_has_a_case() -> None:
+    assert set(names("tunnels")) == set(GROUPS)
+
+
+@pytest.mark.parametrize("name", sorted(GROUPS))
+def test_groups(name: str) -> None:
+    assert parse_groups(load("tunnels", name)) == GROUPS[name]
+
+
+def test_groups_ignore_errors_and_an_unlisted_group_is_absent() -> None:
+    assert parse_groups("ifconfig: garbage here\n== wg\nifconfig: no such group\n") == {"wg": []}
+
+
+@given(st.text(max_size=400))
+def test_the_parsers_never_raise(text: str) -> None:
+    parse_zfs_get(text)
+    parse_setkey_dump(text)
+    parse_ktls(text)
+    parse_groups(text)
