@@ -48,6 +48,25 @@ IA32CAP_OVERRIDES_SCRIPT = (
 )
 
 
+# Kernel crypto consumers (issue 27). zfs: only encrypted datasets (unencrypted ones print `off` and
+# keystatus `-`), at most 4000 lines; rc 127 without a zfs command.
+ZFS_CRYPTO_SCRIPT = (
+    "command -v zfs >/dev/null 2>&1 || exit 127; zfs get -H -o name,property,value -t filesystem,volume"
+    " encryption,keystatus 2>&1 | awk -F '\t' '$3 != \"off\" && $3 != \"-\"' | head -n 4000; exit 0"
+)
+# setkey -D as the probe keeps it: the SA type and mode, the E:/A:/C: algorithm names and the state,
+# `No SAD entries.` and pfkey_open's error (no root: Operation not permitted); never an address, an
+# SPI or key material (pfkey_dump.c prints the keys in hex after the algorithm name). rc is setkey's.
+SETKEY_SCRIPT = (
+    "command -v setkey >/dev/null 2>&1 || exit 127; o=$(setkey -D 2>&1); r=$?; printf '%s\\n' \"$o\" | awk '"
+    "$0 ~ /^pfkey_open:/ || $0 == \"No SAD entries.\" { print; next }"
+    " ($1 == \"esp\" || $1 == \"ah\" || $1 == \"ipcomp\" || $1 == \"esp-udp\") && $2 ~ /^mode=/ { print \"\\t\" $1 \" \" $2 }"
+    " $1 ~ /^[EAC]:$/ { print \"\\t\" $1 \" \" $2 }"
+    " match($0, /state=[a-z]+/) { print \"\\t\" substr($0, RSTART, RLENGTH) }' | head -n 20000; exit $r"
+)
+TUNNEL_GROUPS_SCRIPT = "for g in openvpn wg; do echo \"== $g\"; ifconfig -g \"$g\" 2>&1; done; exit 0"
+
+
 class StepName:
     """The names of the probe's command steps. Readers ask Evidence for these, never for bare strings
     (tests/test_probe.py checks that the probe gathers every one); per-driver and per-program steps
@@ -71,6 +90,12 @@ class StepName:
     LINUX_AESNI_INTEL: Final = "linux_aesni_intel"
     CRYPTO_LINKS: Final = "crypto_links"
     IA32CAP_OVERRIDES: Final = "ia32cap_overrides"
+    # Kernel crypto consumers (issue 27, docs/consumers in docs/output.md)
+    ZFS_CRYPTO: Final = "zfs_crypto"
+    SETKEY_SAD: Final = "setkey_sad"
+    SYSCTL_KTLS: Final = "sysctl_ktls"
+    SYSCTL_IPSEC: Final = "sysctl_ipsec"
+    TUNNEL_GROUPS: Final = "tunnel_groups"
     # Only a paste gives these (bsdcrypt.collect.paste): `dmesg | grep ...` and `kldstat | grep ...`, whose lines
     # are real but whose gaps mean nothing; the probe never runs them.
     DMESG_FILTERED: Final = "dmesg_filtered"
@@ -155,6 +180,13 @@ STEPS: tuple[tuple[str, str], ...] = (
     *((openssl_step(p), f"unset OPENSSL_ia32cap; test -x {p} && {p} version -a") for p in OPENSSL_PROGRAMS),
     (StepName.CRYPTO_LINKS, CRYPTO_LINKS_SCRIPT),
     (StepName.IA32CAP_OVERRIDES, IA32CAP_OVERRIDES_SCRIPT),
+    # Kernel crypto consumers: ZFS native encryption, IPsec (in the kernel? its SAs' algorithms, root
+    # only), kernel TLS, OpenVPN DCO and WireGuard interfaces
+    (StepName.ZFS_CRYPTO, ZFS_CRYPTO_SCRIPT),
+    (StepName.SYSCTL_IPSEC, "sysctl net.inet.ipsec.def_policy"),
+    (StepName.SETKEY_SAD, SETKEY_SCRIPT),
+    (StepName.SYSCTL_KTLS, "sysctl kern.ipc.tls"),
+    (StepName.TUNNEL_GROUPS, TUNNEL_GROUPS_SCRIPT),
 )
 
 FILES: tuple[str, ...] = (
