@@ -60,7 +60,8 @@ ZFS_CRYPTO_SCRIPT = (
 SETKEY_SCRIPT = (
     "command -v setkey >/dev/null 2>&1 || exit 127; o=$(setkey -D 2>&1); r=$?; printf '%s\\n' \"$o\" | awk '"
     "$0 ~ /^pfkey_open:/ || $0 == \"No SAD entries.\" { print; next }"
-    " ($1 == \"esp\" || $1 == \"ah\" || $1 == \"ipcomp\" || $1 == \"esp-udp\") && $2 ~ /^mode=/ { print \"\\t\" $1 \" \" $2 }"
+    " ($1 == \"esp\" || $1 == \"ah\" || $1 == \"ipcomp\" || $1 == \"esp-udp\") && $2 ~ /^mode=/"
+    " { print \"\\t\" $1 \" \" $2 }"
     " $1 ~ /^[EAC]:$/ { print \"\\t\" $1 \" \" $2 }"
     " match($0, /state=[a-z]+/) { print \"\\t\" substr($0, RSTART, RLENGTH) }' | head -n 20000; exit $r"
 )

@@ -138,6 +138,37 @@ class UserlandInfo:
     overrides: list[OverrideInfo] | None = None
 
 
+# What the host's kernel crypto drivers do for one consumer's cipher now (docs/output.md, consumers):
+# accelerated (a driver attached for it, or the NIC for KTLS ifnet sessions), software (no driver takes
+# it here), not-affected (no AES: ChaCha20-Poly1305, NULL; WireGuard), not-in-use, unknown.
+ConsumerVerdict = Literal["accelerated", "software", "not-affected", "not-in-use", "unknown"]
+
+
+@dataclass
+class ConsumerItem:
+    """One thing a consumer encrypts with: a dataset, a group of SAs, a kind of KTLS session, a tunnel."""
+
+    name: str  # "zroot/enc", "4 ESP SAs", "software sessions", "ovpn0", "ada0p2.eli"
+    algorithm: str | None  # as the host names it: aes-256-gcm, aes-gcm-16 + hmac-sha2-256, AES-XTS 256
+    cipher: str | None  # the OCF algorithm: AES-GCM, AES-CCM, AES-CBC, AES-ICM, AES-XTS, ChaCha20-Poly1305
+    verdict: ConsumerVerdict
+    by: str | None = None  # the driver that accelerates it (aesni, ossl, armv8crypto), "nic" for ifnet KTLS
+    state: str | None = None  # ZFS keystatus, SA state, KTLS session count
+    why: str | None = None  # one line: why this verdict
+
+
+@dataclass
+class ConsumerInfo:
+    """A kernel crypto consumer: GELI, ZFS native encryption, IPsec, kernel TLS, OpenVPN DCO, WireGuard."""
+
+    kind: str  # geli, zfs, ipsec, ktls, ovpn-dco, wireguard
+    present: bool | None  # in use or configured on the host; None: not told by the evidence
+    verdict: ConsumerVerdict  # of the items in use now (software before unknown before accelerated)
+    detail: str  # one line a person reads
+    reason: str | None = None  # why present/verdict is unknown, and the command that settles it
+    items: list[ConsumerItem] = field(default_factory=list)
+
+
 @dataclass
 class Finding:
     id: str
@@ -159,6 +190,7 @@ class Status:
     findings: list[Finding] = field(default_factory=list)
     root: bool | None = None  # the probe ran as root
     userland_aes: UserlandInfo = field(default_factory=UserlandInfo)
+    consumers: list[ConsumerInfo] = field(default_factory=list)  # kernel crypto consumers (issue 27)
 
     @property
     def verdict(self) -> Verdict:

@@ -1,0 +1,360 @@
+"""Kernel crypto consumers (issue 27): for each, whether the host's AES driver accelerates it now.
+
+GELI, ZFS native encryption, IPsec ESP, kernel TLS and OpenVPN DCO reach the kernel's AES code through
+the OpenCrypto framework (OCF), which gives a session to a driver attached for its algorithm: aesni(4),
+ossl(4) or armv8crypto(4), else cryptosoft (software). WireGuard (if_wg) runs its own ChaCha20-Poly1305
+and never uses them. The verdict of each combines the CPU (AES-NI shown, hidden by a hypervisor,
+absent), the drivers' state and algorithms, and the consumer's cipher. Reasoning: docs/findings.md.
+"""
+
+from __future__ import annotations
+
+from bsdcrypt.facts import KldFile
+from bsdcrypt.parsers.ifgroup import parse_groups
+from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
+from bsdcrypt.parsers.ktls import parse_ktls
+from bsdcrypt.parsers.setkey import needs_root, no_pfkey, parse_setkey_dump
+from bsdcrypt.parsers.sysctl import parse_sysctl, unknown_oids
+from bsdcrypt.parsers.zfs import parse_zfs_get
+from bsdcrypt.probe import Evidence, Step, StepName
+from bsdcrypt.status import ConsumerInfo, ConsumerItem, ConsumerVerdict, Finding, Status
+
+AES_CIPHERS = frozenset({"AES-GCM", "AES-CCM", "AES-CBC", "AES-ICM", "AES-XTS"})
+CHACHA = "ChaCha20-Poly1305"
+# setkey(8)'s E: names (lib/libipsec/pfkey_dump.c str_alg_enc; rijndael-cbc is the older name of
+# aes-cbc, aes-ctr is OCF's AES-ICM) -> the OCF cipher.
+ESP_CIPHERS = {
+    "aes-gcm-16": "AES-GCM", "aes-cbc": "AES-CBC", "rijndael-cbc": "AES-CBC", "aes-ctr": "AES-ICM",
+    "null": "NULL", "chacha20-poly1305": CHACHA, "des-cbc": "DES-CBC", "3des-cbc": "3DES-CBC",
+    "blowfish-cbc": "Blowfish-CBC", "cast128-cbc": "CAST-128-CBC", "camellia-cbc": "Camellia-CBC",
+}
+# The A: HMAC of a cipher+HMAC SA and the names under which a driver lists it (aesni: SHA1/SHA256 when
+# the CPU has SHA extensions; ossl: SHA*-HMAC). One OCF session does cipher and HMAC together, so one
+# driver must offer both, or the whole SA runs in software (as for GELI's authenticated providers).
+ESP_AUTH = {
+    "hmac-sha1": ("SHA1", "SHA1-HMAC"), "hmac-sha2-256": ("SHA256", "SHA2-256-HMAC"),
+    "hmac-sha2-384": ("SHA2-384-HMAC",), "hmac-sha2-512": ("SHA2-512-HMAC",), "hmac-md5": (),
+    "aes-xcbc-mac": (), "tcp-md5": (),
+}
+KINDS = ("geli", "zfs", "ipsec", "ktls", "ovpn-dco", "wireguard")
+LABELS = {
+    "geli": "GELI", "zfs": "ZFS encryption", "ipsec": "IPsec", "ktls": "kernel TLS", "ovpn-dco": "OpenVPN DCO",
+    "wireguard": "WireGuard",
+}
+NOT_GATHERED = "not gathered (a recording or paste without this output)"
+# Worst first: what one consumer's verdict is when its items differ.
+_ORDER: tuple[ConsumerVerdict, ...] = ("software", "unknown", "accelerated", "not-affected", "not-in-use")
+
+
+def zfs_cipher(encryption: str | None) -> str | None:
+    """The OCF cipher of a ZFS `encryption` value (aes-128-ccm ... aes-256-gcm; zfs_prop.c)."""
+    value = (encryption or "").lower()
+    if value.startswith("aes-") and value.endswith("-gcm"):
+        return "AES-GCM"
+    if value.startswith("aes-") and value.endswith("-ccm"):
+        return "AES-CCM"
+    if value == "chacha20-poly1305":
+        return CHACHA
+    return None
+
+
+def _attached(status: Status) -> list[tuple[str, set[str]]]:
+    return [(d.name or "?", set(d.algorithms)) for d in (status.driver, *status.other_drivers) if d.attached]
+
+
+def cipher_verdict(
+    cipher: str | None, status: Status, auth: str | None = None
+) -> tuple[ConsumerVerdict, str | None, str]:
+    """(verdict, driver, why) for a session of `cipher` (+ the HMAC `auth`, a setkey A: name) now."""
+    if cipher is None:
+        return "unknown", None, "its cipher is not one bsdcrypt knows"
+    if cipher not in AES_CIPHERS:
+        return "not-affected", None, f"{cipher} does not use the AES drivers"
+    needs = ESP_AUTH.get(auth) if auth else None
+    if auth and needs is None:
+        return "unknown", None, f"its HMAC {auth} is not one bsdcrypt knows"
+    partial: str | None = None
+    for name, algos in _attached(status):
+        if not algos:
+            continue
+        if cipher in algos and (needs is None or any(n in algos for n in needs)):
+            return "accelerated", name, f"{name}0 offers {cipher}" + (f" with {auth}" if auth else "")
+        if cipher in algos:
+            partial = f"{name}0 offers {cipher} but not {auth}: one session does both, so all of it runs in software"
+        elif any(a.startswith("AES") for a in algos) and partial is None:
+            partial = f"{name}0 offers no {cipher} ({','.join(sorted(a for a in algos if a.startswith('AES')))})"
+    if any(not algos for _, algos in _attached(status)):
+        return "unknown", None, "an attached driver's algorithms are not shown"
+    if partial:
+        return "software", None, partial
+    cpu, d = status.cpu, status.driver
+    if cpu.aesni is False:
+        why = f"this {cpu.hypervisor or 'VM'} guest's CPU hides AES-NI" if cpu.vm else "the CPU has no AES instructions"
+        return "software", None, why
+    if d.state in ("not-loaded", "missing", "no-device") and cpu.aesni:
+        return "software", None, f"{d.name} is {d.state}"
+    if d.name is None and d.state == "missing":
+        return "software", None, "no kernel AES driver exists for this architecture"
+    if d.state in ("not-loaded", "missing") and cpu.aesni is None:
+        return "unknown", None, f"{d.name} is {d.state} and whether the CPU has AES instructions is not known"
+    return "unknown", None, d.reason or f"the state of {d.name or 'the AES driver'} is not known"
+
+
+def _worst(items: list[ConsumerItem]) -> ConsumerVerdict:
+    live = [i.verdict for i in items if i.verdict != "not-in-use"]
+    return min(live, key=_ORDER.index) if live else "not-in-use"
+
+
+def _step(ev: Evidence, name: str) -> Step | None:
+    return ev.step(name)
+
+
+def _kld(ev: Evidence) -> list[KldFile]:
+    st = ev.step(StepName.KLDSTAT_V)
+    return parse_kldstat(st.text) if st is not None else []
+
+
+def _loaded(kld: list[KldFile], name: str) -> bool | None:
+    """Whether kldstat -v shows `name`.ko (or the module) loaded; None without kldstat."""
+    if not kld:
+        return None
+    return any(f.name == f"{name}.ko" for f in kld) or file_containing(kld, name) is not None
+
+
+def consumers(ev: Evidence, status: Status) -> list[ConsumerInfo]:
+    """The six consumers, in KINDS order, each with a verdict (never more than the evidence shows)."""
+    kld = _kld(ev)
+    return [_geli(status), _zfs(ev, status), _ipsec(ev, status, kld), _ktls(ev, status),
+            _ovpn(ev, status, kld), _wireguard(ev, kld)]
+
+
+def _geli(status: Status) -> ConsumerInfo:
+    items: list[ConsumerItem] = []
+    for g in status.geli:
+        cipher = (g.encryption or "").upper() or None
+        alg = " ".join(str(x) for x in (g.encryption, g.key_length) if x) or None
+        verdict: ConsumerVerdict
+        if cipher and cipher not in AES_CIPHERS:
+            verdict, why = "not-affected", f"{g.encryption} does not use the AES drivers"
+        elif g.accelerated is True:
+            verdict, why = "accelerated", f"geli list says Crypto: {g.crypto}"
+        elif g.accelerated is False:
+            verdict, why = "software", "geli list says Crypto: software" + (
+                " (attached before the driver: detach and attach it again)" if g.needs_reattach else "")
+        else:
+            verdict, why = "unknown", f"geli list says Crypto: {g.crypto or 'nothing'}"
+        items.append(ConsumerItem(g.name, alg, cipher, verdict, state=g.crypto, why=why))
+    if not items:
+        return ConsumerInfo("geli", False, "not-in-use", "no GELI provider attached")
+    return ConsumerInfo("geli", True, _worst(items), f"{len(items)} provider(s)", items=items)
+
+
+def _zfs(ev: Evidence, status: Status) -> ConsumerInfo:
+    st = _step(ev, StepName.ZFS_CRYPTO)
+    if st is None:
+        return ConsumerInfo("zfs", None, "unknown", "encrypted datasets: unknown", reason=NOT_GATHERED)
+    if st.rc == 127:
+        return ConsumerInfo("zfs", False, "not-in-use", "no zfs command")
+    datasets = [d for d in parse_zfs_get(st.text) if d.encryption not in (None, "off")]
+    if st.rc != 0 and not datasets:
+        return ConsumerInfo("zfs", None, "unknown", "encrypted datasets: unknown",
+                            reason=f"zfs get failed (exit {st.rc}): run `zfs get encryption,keystatus`")
+    if not datasets:
+        return ConsumerInfo("zfs", False, "not-in-use", "no encrypted dataset")
+    items: list[ConsumerItem] = []
+    for d in datasets:
+        cipher = zfs_cipher(d.encryption)
+        verdict, by, why = cipher_verdict(cipher, status)
+        if d.keystatus == "unavailable":
+            why = f"key not loaded; once loaded: {verdict}" + (f" ({why})" if why else "")
+            verdict, by = "not-in-use", None
+        items.append(ConsumerItem(d.name, d.encryption, cipher, verdict, by=by, state=d.keystatus, why=why))
+    live = sum(1 for i in items if i.verdict != "not-in-use")
+    return ConsumerInfo("zfs", True, _worst(items), f"{len(items)} encrypted dataset(s), {live} with the key loaded",
+                        items=items)
+
+
+def _ipsec_in_kernel(ev: Evidence, kld: list[KldFile]) -> bool | None:
+    st = _step(ev, StepName.SYSCTL_IPSEC)
+    if st is not None:
+        if "net.inet.ipsec.def_policy" in parse_sysctl(st.text):
+            return True
+        if "net.inet.ipsec.def_policy" in unknown_oids(st.text):
+            # the leaf comes with sys/netipsec (options IPSEC or ipsec.ko): no IPsec in this kernel now
+            return False
+    if _loaded(kld, "ipsec"):
+        return True
+    return None
+
+
+def _ipsec(ev: Evidence, status: Status, kld: list[KldFile]) -> ConsumerInfo:
+    in_kernel = _ipsec_in_kernel(ev, kld)
+    st = _step(ev, StepName.SETKEY_SAD)
+    dump = parse_setkey_dump(st.text) if st is not None else None
+    if dump is not None and no_pfkey(dump) and in_kernel is None:
+        in_kernel = False  # no PF_KEY family: netipsec is neither compiled in nor loaded
+    if in_kernel is False:
+        return ConsumerInfo("ipsec", False, "not-in-use", "IPsec is not in the kernel")
+    if dump is None or dump.readable is None:
+        what = "IPsec is in the kernel" if in_kernel else "IPsec: unknown"
+        reason = NOT_GATHERED if st is None else "setkey -D printed nothing bsdcrypt reads"
+        return ConsumerInfo("ipsec", True if in_kernel else None, "unknown", what + "; its SAs were not read",
+                            reason=reason)
+    if dump.readable is False:
+        why = ("`setkey -D` needs root: run it as root (or `bsdcrypt status` as root) to see the SAs' algorithms"
+               if needs_root(dump) else f"setkey -D failed: {dump.error}")
+        return ConsumerInfo("ipsec", True if in_kernel else None, "unknown",
+                            "IPsec is in the kernel; its SAs' algorithms were not readable"
+                            if in_kernel else "IPsec SAs not readable", reason=why)
+    groups: dict[tuple[str, str | None, str | None], list[str | None]] = {}
+    for sa in dump.sas:
+        if sa.satype in ("esp", "esp-udp", "ah"):
+            groups.setdefault((sa.satype, sa.encryption, sa.authentication), []).append(sa.state)
+    if not groups:
+        return ConsumerInfo("ipsec", False, "not-in-use", "IPsec is in the kernel; no SA now")
+    items: list[ConsumerItem] = []
+    for (satype, enc, auth), states in groups.items():
+        verdict: ConsumerVerdict
+        if satype == "ah":
+            cipher: str | None = None
+            verdict, by, why = "not-affected", None, "AH authenticates only: no AES cipher"
+        else:
+            cipher = ESP_CIPHERS.get(enc or "")
+            # an AEAD (AES-GCM, ChaCha20-Poly1305) SA has no A: line; a cipher+HMAC SA needs both in one driver
+            verdict, by, why = cipher_verdict(cipher, status, auth if cipher in AES_CIPHERS else None)
+            if enc and enc.isdigit():
+                why = f"setkey names no algorithm number {enc}"
+        alg = " + ".join(x for x in (enc, auth) if x) or None
+        name = f"{len(states)} {satype.upper()} SA" + ("s" if len(states) > 1 else "")
+        state = ",".join(sorted({s for s in states if s}))
+        items.append(ConsumerItem(name, alg, cipher, verdict, by=by, state=state or None, why=why))
+    return ConsumerInfo("ipsec", True, _worst(items), f"{len(dump.sas)} SA(s)", items=items)
+
+
+def _ktls(ev: Evidence, status: Status) -> ConsumerInfo:
+    st = _step(ev, StepName.SYSCTL_KTLS)
+    if st is None:
+        return ConsumerInfo("ktls", None, "unknown", "kernel TLS: unknown", reason=NOT_GATHERED)
+    k = parse_ktls(st.text)
+    if k.present is False:
+        return ConsumerInfo("ktls", False, "not-in-use", "this kernel has no KTLS (kern.ipc.tls)")
+    if k.present is None:
+        return ConsumerInfo("ktls", None, "unknown", "kernel TLS: unknown",
+                            reason="sysctl kern.ipc.tls printed nothing bsdcrypt reads")
+    items: list[ConsumerItem] = []
+    names = {"cbc": "AES-CBC", "gcm": "AES-GCM", "chacha20": CHACHA}
+    for path, counts in k.sessions.items():
+        for key, n in counts.items():
+            if not n:
+                continue
+            cipher = names[key]
+            verdict: ConsumerVerdict
+            if path == "sw":
+                verdict, by, why = cipher_verdict(cipher, status)
+                label = "software (OCF)"
+            else:
+                verdict = "not-affected" if cipher == CHACHA else "accelerated"
+                by, why = path, f"encrypted by the NIC ({path}), not by a kernel driver"
+                label = "NIC (ifnet)" if path == "ifnet" else "TOE"
+            items.append(ConsumerItem(f"{n} {label} session" + ("s" if n > 1 else ""), f"TLS {cipher}", cipher,
+                                      verdict, by=by, state=str(n), why=why))
+    enabled = {True: "enabled", False: "disabled", None: "enable not shown"}[k.enabled]
+    if items:
+        return ConsumerInfo("ktls", True, _worst(items), f"kernel TLS {enabled}", items=items)
+    would, by, why = cipher_verdict("AES-GCM", status)
+    detail = f"kernel TLS {enabled}, no session now"
+    if k.enabled:
+        detail += f"; AES-GCM sessions would be {would}" + (f" by {by}" if by else f" ({why})")
+    return ConsumerInfo("ktls", bool(k.enabled), "not-in-use", detail)
+
+
+def _ovpn(ev: Evidence, status: Status, kld: list[KldFile]) -> ConsumerInfo:
+    st = _step(ev, StepName.TUNNEL_GROUPS)
+    groups = parse_groups(st.text) if st is not None else {}
+    ifaces = groups.get("openvpn")
+    loaded = _loaded(kld, "if_ovpn")
+    major = status.os.major
+    if ifaces is None and loaded is None:
+        return ConsumerInfo("ovpn-dco", None, "unknown", "OpenVPN DCO: unknown", reason=NOT_GATHERED)
+    if not ifaces:
+        if major is not None and major < 14 and not loaded:
+            return ConsumerInfo("ovpn-dco", False, "not-in-use", "no OpenVPN DCO (if_ovpn arrived in FreeBSD 14.0)")
+        if ifaces is None:  # only kldstat: a module loaded says nothing of tunnels now
+            return ConsumerInfo("ovpn-dco", None, "unknown", "if_ovpn.ko loaded" if loaded else "OpenVPN DCO: unknown",
+                                reason="the openvpn interface group was not listed: `ifconfig -g openvpn`")
+        return ConsumerInfo("ovpn-dco", False, "not-in-use", "no OpenVPN DCO interface")
+    would, by, why = cipher_verdict("AES-GCM", status)
+    items = [ConsumerItem(
+        i, "AES-GCM or ChaCha20-Poly1305 (the negotiated data cipher is not shown)", None, "unknown",
+        why=f"if AES-GCM: {would}" + (f" by {by}" if by else f" ({why})") + f"; {CHACHA}: not affected",
+    ) for i in ifaces]
+    return ConsumerInfo("ovpn-dco", True, "unknown", f"{len(ifaces)} DCO interface(s)",
+                        reason="OpenVPN's status or log names the data cipher", items=items)
+
+
+def _wireguard(ev: Evidence, kld: list[KldFile]) -> ConsumerInfo:
+    st = _step(ev, StepName.TUNNEL_GROUPS)
+    ifaces = parse_groups(st.text).get("wg") if st is not None else None
+    loaded = _loaded(kld, "if_wg")
+    if ifaces:
+        items = [ConsumerItem(i, CHACHA, CHACHA, "not-affected", why="WireGuard uses its own ChaCha20-Poly1305")
+                 for i in ifaces]
+        return ConsumerInfo("wireguard", True, "not-affected", f"{len(ifaces)} interface(s); never uses AES",
+                            items=items)
+    if ifaces is None and not loaded:
+        return ConsumerInfo("wireguard", None, "unknown", "WireGuard: unknown", reason=NOT_GATHERED)
+    return ConsumerInfo("wireguard", bool(loaded) if ifaces is None else False, "not-affected",
+                        "if_wg.ko loaded; never uses AES" if loaded else "no WireGuard interface")
+
+
+def in_use_with_aes(status: Status) -> list[str]:
+    """The consumers found that use AES now, for advice that names them ("IPsec (4 ESP SAs)")."""
+    out = []
+    for c in status.consumers:
+        items = [i for i in c.items if i.cipher in AES_CIPHERS and i.verdict != "not-in-use"]
+        if items:
+            out.append(f"{LABELS[c.kind]} ({', '.join(i.name for i in items[:3])}"
+                       + (f" and {len(items) - 3} more" if len(items) > 3 else "") + ")")
+    return out
+
+
+def findings(status: Status) -> list[Finding]:
+    """Consumer findings, what is affected now first. GELI has its own (geli-software ...)."""
+    out: list[Finding] = []
+    slow = [(c, i) for c in status.consumers if c.kind != "geli" for i in c.items if i.verdict == "software"]
+    if slow:
+        names = "; ".join(f"{LABELS[c.kind]}: {i.name} {i.algorithm or ''}".rstrip() for c, i in slow[:6])
+        if len(slow) > 6:
+            names += f"; and {len(slow) - 6} more"
+        why = slow[0][1].why or ""
+        out.append(Finding(
+            "consumer-aes-software", "warning",
+            f"Kernel AES runs in software now for: {names} ({why}).", _remedy(status, why),
+        ))
+    for c in status.consumers:
+        if c.kind == "ipsec" and c.present and c.verdict == "unknown" and c.reason and "root" in c.reason:
+            out.append(Finding(
+                "ipsec-sas-unreadable", "info",
+                "IPsec is in the kernel, but its SAs' algorithms were not readable without root: whether AES-NI "
+                "accelerates them is not known.",
+                "As root: `setkey -D | grep -E '^[[:space:]]*[EA]:'` (or run `bsdcrypt status` as root).",
+            ))
+    return out
+
+
+def _remedy(status: Status, why: str) -> str:
+    d, cpu = status.driver, status.cpu
+    chacha = ("meanwhile prefer ChaCha20-Poly1305 where the protocol allows (TLS 1.3 for KTLS, WireGuard instead of "
+              "an AES tunnel)")
+    if cpu.aesni is False and cpu.vm:
+        return ("Ask the provider to pass AES-NI through to the VM (CPU type host); no kernel driver can use "
+                "instructions the VM hides (`bsdcrypt userland` helps userland OpenSSL only); " + chacha + ".")
+    if cpu.aesni is False:
+        return "Nothing to load: the CPU has no AES instructions; " + chacha + "."
+    if d.state in ("not-loaded", "no-device", "missing") and cpu.aesni:
+        return (f"Load {d.name} (`bsdcrypt enable --persist`, or the appliance's crypto setting), then renew the "
+                "sessions made before it: rekey the IPsec SAs, reconnect KTLS clients.")
+    if "offers no" in why or "but not" in why:
+        return ("Use a cipher the driver offers: AES-GCM (an AEAD needs no separate HMAC) for new SAs and datasets "
+                "(ZFS: aes-256-gcm), or load ossl(4) (`kldload ossl`, `ossl_load=\"YES\"`) where it offers it.")
+    return "Check the driver with `bsdcrypt status` as root; " + chacha + "."
