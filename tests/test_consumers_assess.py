@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bsdcrypt.assess_consumers import cipher_verdict, consumers, findings, in_use_with_aes
+from bsdcrypt.assess.consumers import cipher_verdict, consumers, findings, in_use_with_aes
 from bsdcrypt.probe import Evidence, Step, StepName
 from bsdcrypt.status import CPUInfo, DriverInfo, GeliInfo, OSInfo, Status
 

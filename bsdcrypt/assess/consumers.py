@@ -124,11 +124,11 @@ def _loaded(kld: list[KldFile], name: str) -> bool | None:
 def consumers(ev: Evidence, status: Status) -> list[ConsumerInfo]:
     """The six consumers, in KINDS order, each with a verdict (never more than the evidence shows)."""
     kld = _kld(ev)
-    return [_geli(status), _zfs(ev, status), _ipsec(ev, status, kld), _ktls(ev, status),
+    return [_geli(ev, status), _zfs(ev, status), _ipsec(ev, status, kld), _ktls(ev, status),
             _ovpn(ev, status, kld), _wireguard(ev, kld)]
 
 
-def _geli(status: Status) -> ConsumerInfo:
+def _geli(ev: Evidence, status: Status) -> ConsumerInfo:
     items: list[ConsumerItem] = []
     for g in status.geli:
         cipher = (g.encryption or "").upper() or None
@@ -144,6 +144,9 @@ def _geli(status: Status) -> ConsumerInfo:
         else:
             verdict, why = "unknown", f"geli list says Crypto: {g.crypto or 'nothing'}"
         items.append(ConsumerItem(g.name, alg, cipher, verdict, state=g.crypto, why=why))
+    if not items and ev.step(StepName.GELI_LIST) is None:
+        # a paste without `geli list` (the providers attached at boot, from dmesg.boot, are in status.geli)
+        return ConsumerInfo("geli", None, "unknown", "GELI providers: unknown", reason=NOT_GATHERED)
     if not items:
         return ConsumerInfo("geli", False, "not-in-use", "no GELI provider attached")
     return ConsumerInfo("geli", True, _worst(items), f"{len(items)} provider(s)", items=items)
@@ -358,3 +361,13 @@ def _remedy(status: Status, why: str) -> str:
         return ("Use a cipher the driver offers: AES-GCM (an AEAD needs no separate HMAC) for new SAs and datasets "
                 "(ZFS: aes-256-gcm), or load ossl(4) (`kldload ossl`, `ossl_load=\"YES\"`) where it offers it.")
     return "Check the driver with `bsdcrypt status` as root; " + chacha + "."
+
+
+def add_consumers(ev: Evidence, status: Status) -> Status:
+    """The one hook (assess/__init__.py): the consumers of a FreeBSD-family host and their findings,
+    placed before the others (they say what is slow now). Linux and unknown systems get none."""
+    if status.os.name == "Linux" or any(f.id == "unknown-os" for f in status.findings):
+        return status
+    status.consumers = consumers(ev, status)
+    status.findings = findings(status) + status.findings
+    return status
