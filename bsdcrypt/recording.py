@@ -19,7 +19,7 @@ import yaml
 
 from bsdcrypt import __version__
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.probe import Evidence, File, Step, StepName, file_step
+from bsdcrypt.probe import Evidence, Step
 
 FORMAT = 1
 _SHIPPED = Path(__file__).parent / "recordings"
@@ -416,98 +416,3 @@ def provenance_from(text: str, doc: dict[str, Any], name: str) -> Provenance:
 def remember_replayed(evidence: Evidence, provenance: Provenance) -> None:
     """Note that `evidence` was replayed from a recording with `provenance` (see provenance_of)."""
     _REPLAYED[_fingerprint(evidence)] = provenance
-
-
-_DISKID = re.compile(rb"(diskid/DISK-)[^\s/.]+")  # GEOM names built from a disk's serial number
-_UUID = re.compile(rb"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_MAC = re.compile(rb"\b(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}\b")
-_SERIAL = re.compile(rb"(?i)(\b(?:serial(?:[ _]?number)?|hostuuid|uuid)\b\s*[:=]?\s*)[^\s<>,]+")
-
-
-# Where the probe's outputs print a host's own name (and nowhere else: a host called "kvm", "freebsd" or
-# "GENERIC" must not turn kern.vm_guest, os-release or kern.ident into "host.example").
-_KERN_HOSTNAME = re.compile(rb"^(kern\.hostname: )(\S+)", re.M)  # sysctl kern.hostname
-_UNAME_NODENAME = re.compile(rb"\A(\S+ )([^\s]+)(?= )")  # uname -a: "%s %s %s ..." sysname nodename release
-_SETTING_HOSTNAME = re.compile(rb"^((?:\[\d+\] )?Setting hostname: )(\S+?)(?=\.?\r?$)", re.M)  # rc.d/hostname
-# The kernel's build host in kern.version, "    user@HOST:/usr/obj/..." (dmesg banner, uname -a): often the
-# host itself, or another machine of the same network. Official FreeBSD builders are public and kept.
-_BUILD_HOST_DMESG = re.compile(rb"^((?:\[\d+\] )?[ \t]+[\w.+-]*@)([^\s@:/]+)(?=:/)", re.M)
-_BUILD_HOST_UNAME = re.compile(rb"(\s[\w.+-]*@)([^\s@:/]+)(?=:/)")
-_PUBLIC_BUILDERS = (b".freebsd.org", b".daemonology.net")
-REDACTED_HOST = "host.example"
-
-
-def _build_host(match: re.Match[bytes]) -> bytes:
-    host = match.group(2)
-    if host.lower().endswith(_PUBLIC_BUILDERS):
-        return match.group(0)
-    return match.group(1) + REDACTED_HOST.encode()
-
-
-def _hostnames(evidence: Evidence, hostname: str) -> set[str]:
-    """The names this host goes by: the one given, and what kern.hostname and uname -a say."""
-    names = {hostname}
-    st = evidence.step(StepName.SYSCTL)
-    if st is not None:
-        names.update(m.group(2).decode("utf-8", "replace") for m in _KERN_HOSTNAME.finditer(st.out))
-    st = evidence.step(StepName.UNAME_A)
-    if st is not None and st.ok:
-        m = _UNAME_NODENAME.match(st.out)
-        if m:
-            names.add(m.group(2).decode("utf-8", "replace"))
-    names |= {n.split(".")[0] for n in names}
-    return {n for n in names if n and n != REDACTED_HOST}
-
-
-def _redact_comments(data: bytes, names: set[str]) -> bytes:
-    """A name in the comment of a loader configuration line (the only free text the admin wrote)."""
-    if not names:
-        return data
-    word = re.compile(
-        rb"(?<![\w.-])(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names, key=len, reverse=True))
-        + rb")(?![\w.-])"
-    )
-    lines = data.split(b"\n")
-    for i, line in enumerate(lines):
-        hash_at = line.find(b"#")
-        if hash_at >= 0:
-            lines[i] = line[:hash_at] + word.sub(REDACTED_HOST.encode(), line[hash_at:])
-    return b"\n".join(lines)
-
-
-def redact(evidence: Evidence, hostname: str) -> Evidence:
-    """Replace the host's name where the probe's outputs print it, the kernel's build host, MAC addresses
-    and serial numbers.
-
-    The name is replaced only in its places (kern.hostname, the uname -a nodename, dmesg's "Setting
-    hostname:" line, comments in loader configuration files), never as a word anywhere: a host named
-    "kvm", "freebsd", "amd64" or "GENERIC" must keep kern.vm_guest, os-release and kern.ident intact.
-    """
-    from bsdcrypt.loader.conf import files_from_evidence
-
-    names = _hostnames(evidence, hostname)
-    host = REDACTED_HOST.encode()
-    loader = {file_step(path) for path, _ in files_from_evidence(evidence)}
-    out: dict[str, Step] = {}
-    for key, st in evidence.steps.items():
-        data = st.out
-        if key == StepName.SYSCTL:
-            data = _KERN_HOSTNAME.sub(lambda m: m.group(1) + host, data)
-        elif key == StepName.UNAME_A and st.ok:
-            data = _UNAME_NODENAME.sub(lambda m: m.group(1) + host, data, count=1)
-            data = _BUILD_HOST_UNAME.sub(_build_host, data)
-        elif key == file_step(File.DMESG_BOOT):
-            data = _SETTING_HOSTNAME.sub(lambda m: m.group(1) + host, data)
-            data = _BUILD_HOST_DMESG.sub(_build_host, data)
-        elif key in loader:
-            data = _redact_comments(data, names)
-        data = _MAC.sub(b"00:00:5e:00:53:00", data)
-        data = _SERIAL.sub(rb"\1REDACTED", data)
-        data = _DISKID.sub(rb"\1REDACTED", data)
-        data = _UUID.sub(b"00000000-0000-0000-0000-000000000000", data)
-        out[key] = Step(st.rc, data)
-    result = Evidence(out)
-    origin = provenance_of(evidence)
-    if origin is not None:
-        _REPLAYED[_fingerprint(result)] = origin
-    return result

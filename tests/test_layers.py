@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     # what each loader(8) generation reads, and the safe edits to the loader files
     ("bsdcrypt.loader",),
     # the recording format of the probe's evidence (load, dump, redact: redaction knows the loader files)
-    ("bsdcrypt.recording",),
+    ("bsdcrypt.recording", "bsdcrypt.redact"),
     # the kinds of host (local, replay, ssh), the one host factory, -v
     ("bsdcrypt.hosts", "bsdcrypt.ssh"),
     # facts -> Status with findings, by subject

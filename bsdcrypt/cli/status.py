@@ -72,14 +72,15 @@ def host_failure(exc: BsdcryptError) -> tuple[str, str]:
 def record(
     output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.", callback=nonempty)],
     host: HostOpt = "local",
-    redact: Annotated[bool, typer.Option("--redact", help="Replace hostname, MAC addresses, serials.")] = False,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Mask names, addresses, serials, loader values.")
+    ] = False,
     timeout: TimeoutOpt = 120.0,
 ) -> None:
     """Save what the probe gathers on a host as a YAML recording (docs/recordings.md)."""
     from bsdcrypt.hosts.open import parse_host_spec
     from bsdcrypt.pipeline import gather_evidence
     from bsdcrypt.recording import dump
-    from bsdcrypt.recording import redact as redact_evidence
 
     inputs = spec_inputs(host)
     if output != "-":
@@ -90,8 +91,18 @@ def record(
     evidence = gather_evidence(target, timeout=timeout)
     name = target.name
     if redact:
-        evidence = redact_evidence(evidence, name)
-        name = "host.example"
+        from bsdcrypt.assess import assess
+        from bsdcrypt.probe import Evidence
+        from bsdcrypt.redact import REDACTED_HOST
+        from bsdcrypt.redact import redact as redact_evidence
+
+        def reading(ev: Evidence) -> object:  # what the recording says about the host, its name aside
+            data = assess(ev, REDACTED_HOST, "redact").to_dict()
+            data.pop("host", None)
+            return data
+
+        evidence = redact_evidence(evidence, name, reading)
+        name = REDACTED_HOST
     text = dump(evidence, name, redacted=redact)
     if output == "-":
         typer.echo(text, nl=False)

@@ -152,6 +152,11 @@ _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _HEX = frozenset(b"0123456789ABCDEFabcdef")
 
 
+def is_marker(tail: bytes) -> bool:
+    """Whether `tail`, the end of an assignment line (its CR left out), is enable's marker comment."""
+    return _MARK_RE.search(tail) is not None
+
+
 class EditError(ValueError):
     """The editor could not produce a change it can prove correct."""
 
