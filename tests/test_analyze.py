@@ -286,6 +286,7 @@ def test_csv_has_userland_aes_last_as_json_says_it() -> None:
     rows = list(csv.DictReader(io.StringIO(_cli("analyze", "-f", "csv", str(ROOT / "fixtures" / "hosts")).stdout.decode())))
     doc = json.loads(_cli("analyze", "-f", "json", str(ROOT / "fixtures" / "hosts")).stdout)
     want = [h["userland_aes"]["case"] or "" for h in doc["hosts"]]  # both in the report's order
-    assert list(rows[0])[-2:] == ["elapsed_s", "userland_aes"]
+    # later columns keep the earlier ones' positions: userland_aes, then issue 27's consumers_software
+    assert list(rows[0])[-3:] == ["elapsed_s", "userland_aes", "consumers_software"]
     assert [r["userland_aes"] for r in rows] == want
     assert {"hidden-by-hypervisor", "cpu-without-aesni", "aesni-visible", "not-x86"} <= set(want)

@@ -162,6 +162,10 @@ def _zfs(ev: Evidence, status: Status) -> ConsumerInfo:
     if st.rc != 0 and not datasets:
         return ConsumerInfo("zfs", None, "unknown", "encrypted datasets: unknown",
                             reason=f"zfs get failed (exit {st.rc}): run `zfs get encryption,keystatus`")
+    if not datasets and ev.origin == "paste":
+        # a pasted `zfs get` may name some datasets only (or pass through grep): the others are unknown
+        return ConsumerInfo("zfs", None, "unknown", "no encrypted dataset among those pasted",
+                            reason="run `zfs get -t filesystem,volume encryption,keystatus` for all of them")
     if not datasets:
         return ConsumerInfo("zfs", False, "not-in-use", "no encrypted dataset")
     items: list[ConsumerItem] = []

@@ -12,6 +12,9 @@ Without prompts the parts are told apart by their shape:
   uname -a    "FreeBSD HOST RELEASE ..." (a host name between the system name and the release)
   sysctl      "kern.x: value" lines with a dotted OID
   kenv        name="value" lines among which smbios.* names
+  zfs get     the header "NAME PROPERTY VALUE SOURCE" and the lines after it (openzfs cmd/zfs/zfs_main.c)
+  setkey -D   an address line followed by an indented "esp|ah|ipcomp mode=... spi=..." line, and the
+              indented lines of each SA (lib/libipsec/pfkey_dump.c); "No SAD entries."; "pfkey_open: ..."
   loader.conf unindented name=value / name="value" lines (loader.conf(5))
   dmesg       everything else, when it holds kernel lines (banner, CPU:, device attach lines)
 """
@@ -32,7 +35,7 @@ from bsdcrypt.probe import Evidence, File, Step, StepName, file_step
 _PROMPT = re.compile(r"^(?:[^\s#$%>]*(?:[ :][~/][^\s#$%>]*)?\]?\s?[#$%>]\s+)(?P<cmd>\S.*)$")
 _COMMANDS = re.compile(
     r"^(?:sudo\s+|doas\s+)?(?P<prog>dmesg|kldstat|uname|geli|sysctl|kenv|freebsd-version|cat|grep|egrep|more|less"
-    r"|head|tail|sysrc|ls|ifconfig|pciconf|zpool|df|mount|swapinfo|top|openssl|pkg|service)\b(?P<args>.*)$"
+    r"|head|tail|sysrc|ls|ifconfig|pciconf|zpool|zfs|setkey|df|mount|swapinfo|top|openssl|pkg|service)\b(?P<args>.*)$"
 )
 _BARE_COMMAND = re.compile(
     r"^(?:sudo\s+|doas\s+)?(?:dmesg(?: -a)?|cat /var/run/dmesg\.boot|kldstat(?: -v)?|uname -[a-zA-Z]+"
@@ -54,6 +57,11 @@ _SYSCTL_LINE = re.compile(
 _ASSIGN = re.compile(r'^[A-Za-z_][\w.\-\[\]]*\s*=\s*(?:"[^"]*"|[^\s"#]+)\s*(?:#.*)?$')
 _COMMENT = re.compile(r"^#")
 _SYSNAMES = ("FreeBSD", "HardenedBSD", "MidnightBSD")
+_ZFS_HEADER = re.compile(r"^\s*NAME\s+PROPERTY\s+VALUE\s+SOURCE\s*$")
+_ZFS_LINE = re.compile(r"^\S+\s+\S+\s+\S.*$")
+_SA_START = re.compile(r"^\s+(?:esp|ah|ipcomp|esp-udp|tcp) mode=\S+ spi=")
+_SETKEY_LONE = re.compile(r"^(?:No SAD entries\.|pfkey_open: .*)$")
+_IFGROUP = re.compile(r"^-g\s+(openvpn|wg)\s*$")
 
 
 @dataclass
@@ -68,13 +76,18 @@ class Paste:
     geli: list[str] = field(default_factory=list)
     sysctl: list[str] = field(default_factory=list)
     kenv: list[str] = field(default_factory=list)
+    zfs: list[str] = field(default_factory=list)  # zfs get (issue 27's consumers)
+    setkey: list[str] = field(default_factory=list)  # setkey -D
+    groups: dict[str, list[str]] = field(default_factory=dict)  # ifconfig -g openvpn|wg -> the names
     files: dict[str, list[str]] = field(default_factory=dict)  # loader.conf path -> lines
 
     def kinds(self) -> list[str]:
         named = [("dmesg", self.dmesg), ("dmesg (filtered)", self.dmesg_filtered), ("kldstat", self.kldstat),
                  ("kldstat (filtered)", self.kldstat_filtered),
-                 ("uname -a", self.uname), ("geli list", self.geli), ("sysctl", self.sysctl), ("kenv", self.kenv)]
-        return [n for n, lines in named if lines] + sorted(self.files)
+                 ("uname -a", self.uname), ("geli list", self.geli), ("sysctl", self.sysctl), ("kenv", self.kenv),
+                 ("zfs get", self.zfs), ("setkey -D", self.setkey)]
+        groups = [f"ifconfig -g {g}" for g in sorted(self.groups)]
+        return [n for n, lines in named if lines] + groups + sorted(self.files)
 
 
 def _command_kind(cmd: str) -> tuple[str, str | None] | None:
@@ -83,6 +96,12 @@ def _command_kind(cmd: str) -> tuple[str, str | None] | None:
     if not m:
         return None
     prog, args = m.group("prog"), m.group("args")
+    if prog == "zfs" and args.split()[:1] == ["get"]:
+        return "zfs", None  # through grep too: the lines it keeps are real (a dataset not shown is unknown)
+    if prog == "setkey" and args.split("|", 1)[0].split() == ["-D"]:
+        return "setkey", None
+    if prog == "ifconfig" and (g := _IFGROUP.match(args.strip())):
+        return "group", g.group(1)
     filtered = "|" in args or prog in ("grep", "egrep", "head", "tail")
     if "dmesg" in prog or "dmesg" in args:
         return ("dmesg_filtered" if filtered else "dmesg"), None
@@ -139,6 +158,29 @@ def _split_unprompted(lines: list[str], paste: Paste) -> None:
                 j += 1
             paste.kldstat.extend(lines[i:j])
             i = j
+            continue
+        if _ZFS_HEADER.match(line):
+            flush_assigns()
+            j = i + 1
+            while j < len(lines) and lines[j].strip() and _ZFS_LINE.match(lines[j]):
+                j += 1
+            paste.zfs.extend(lines[i:j])
+            i = j
+            continue
+        if i + 1 < len(lines) and len(line.split()) == 2 and not line[:1].isspace() and _SA_START.match(lines[i + 1]):
+            flush_assigns()
+            j = i + 1
+            while j < len(lines) and (lines[j][:1] in " \t" and lines[j].strip()
+                                      or j + 1 < len(lines) and len(lines[j].split()) == 2
+                                      and _SA_START.match(lines[j + 1])):
+                j += 1
+            paste.setkey.extend(lines[i:j])
+            i = j
+            continue
+        if _SETKEY_LONE.match(line.strip()):
+            flush_assigns()
+            paste.setkey.append(line.strip())
+            i += 1
             continue
         if _GELI_START.match(line):
             flush_assigns()
@@ -221,6 +263,8 @@ def split(text: str) -> Paste:
             _split_unprompted(unprompted, paste)
             unprompted = []
             current = _command_kind(cmd) or ("other", None)
+            if current[0] == "group" and current[1] is not None:
+                paste.groups.setdefault(current[1], [])  # listed: no name under it means no member
             continue
         if current is None:
             unprompted.append(line)
@@ -232,7 +276,11 @@ def split(text: str) -> Paste:
             paste.dmesg_filtered.append(line)
         elif kind == "file" and path is not None:
             paste.files.setdefault(path, []).append(line)
-        elif kind in ("kldstat", "kldstat_filtered", "uname", "geli", "sysctl", "kenv"):
+        elif kind == "group" and path is not None:
+            names = paste.groups.setdefault(path, [])
+            if line.strip():
+                names.append(line.strip())
+        elif kind in ("kldstat", "kldstat_filtered", "uname", "geli", "sysctl", "kenv", "zfs", "setkey"):
             getattr(paste, kind).append(line)
     _split_unprompted(unprompted, paste)
     return paste
@@ -273,6 +321,27 @@ def evidence_from_paste(text: str) -> Evidence | None:
         steps[StepName.SYSCTL] = Step(0, _text(p.sysctl))
     if p.kenv:
         steps[StepName.KENV_SMBIOS] = Step(0, _text(p.kenv))
+    _consumer_steps(p, steps)
     for path, lines in p.files.items():
         steps[file_step(path)] = Step(0, _text(lines))
     return Evidence(steps, origin="paste")
+
+
+def _consumer_steps(p: Paste, steps: dict[str, Step]) -> None:
+    """The kernel consumers' outputs (issue 27) as the probe steps they stand for. The exit status
+    the probe would record is told by the text: `pfkey_open:` is setkey's failure (exit 1), an
+    `unknown oid` is sysctl's."""
+    if p.zfs:
+        steps[StepName.ZFS_CRYPTO] = Step(0, _text(p.zfs))
+    if p.setkey:
+        text = _text(p.setkey)
+        steps[StepName.SETKEY_SAD] = Step(1 if text.startswith(b"pfkey_open:") else 0, text)
+    ktls = [s for s in p.sysctl if s.lstrip().startswith(("kern.ipc.tls", "sysctl: unknown oid 'kern.ipc.tls"))]
+    if ktls:
+        steps[StepName.SYSCTL_KTLS] = Step(0, _text(ktls))
+    ipsec = [s for s in p.sysctl if s.lstrip().startswith(("net.inet.ipsec.", "sysctl: unknown oid 'net.inet.ipsec"))]
+    if ipsec:
+        steps[StepName.SYSCTL_IPSEC] = Step(0, _text(ipsec))
+    if p.groups:
+        listing = [line for g, names in sorted(p.groups.items()) for line in [f"== {g}", *names]]
+        steps[StepName.TUNNEL_GROUPS] = Step(0, _text(listing))

@@ -15,6 +15,7 @@ from typing import Any
 
 from bsdcrypt.fleet.results import VERDICT_ORDER, FleetRun, HostResult
 from bsdcrypt.hostsfile import HostEntry
+from bsdcrypt.render.consumers import software as consumers_software
 from bsdcrypt.render.serialize import dump, yesno
 from bsdcrypt.status import Finding, Status
 
@@ -64,7 +65,7 @@ def _row(r: HostResult) -> dict[str, str]:
     if r.error is not None:
         return {
             "host": r.target, "os": "-", "aesni": "-", "driver": "-", "persisted": "-", "geli_software": "-",
-            "verdict": r.verdict, "finding": f"{r.error_kind}: {r.error}",
+            "consumers_software": "-", "verdict": r.verdict, "finding": f"{r.error_kind}: {r.error}",
         }
     osname = " ".join(x for x in (o.name, o.release) if x) or "unknown"
     if o.product:
@@ -84,6 +85,7 @@ def _row(r: HostResult) -> dict[str, str]:
         "driver": f"{d.name or '-'}: {d.state}",
         "persisted": persisted,
         "geli_software": ", ".join(soft) if soft else ("no" if s.geli else "-"),
+        "consumers_software": consumers_software(s),
         "verdict": r.verdict,
         "finding": f"{top.id}: {top.message}" if top else "",
     }
@@ -91,7 +93,8 @@ def _row(r: HostResult) -> dict[str, str]:
 
 HEADERS = {
     "host": "host", "os": "OS / release", "aesni": "CPU AES-NI", "driver": "driver", "persisted": "persisted",
-    "geli_software": "GELI on software", "verdict": "verdict", "finding": "top finding",
+    "geli_software": "GELI on software", "consumers_software": "AES in software", "verdict": "verdict",
+    "finding": "top finding",
 }
 
 
@@ -155,6 +158,7 @@ CSV_FIELDS = (
     "host", "target", "os", "variant", "release", "arch", "cpu_aesni", "driver", "driver_state",
     "persisted", "persist_needed", "geli_software", "verdict", "top_finding_id", "top_finding",
     "error_kind", "error", "elapsed_s", "userland_aes",  # later columns go last: scripts may count
+    "consumers_software",  # issue 27: the kernel consumers running AES in software now
 )
 
 
@@ -188,6 +192,7 @@ def render_csv(run: FleetRun) -> str:
             "error": r.error or "",
             "elapsed_s": f"{r.elapsed:.3f}",
             "userland_aes": s.userland_aes.case or "",
+            "consumers_software": consumers_software(s) if ok else "",
         }.items()})
     return buf.getvalue()
 

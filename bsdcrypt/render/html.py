@@ -209,6 +209,12 @@ def host_view(r: HostResult, index: int) -> dict[str, Any]:
         facts = [("Not audited", f"{r.error_kind}: {r.error}")]
     if s.geli:
         facts.append(("GELI", "\n".join(_geli_line(g) for g in s.geli)))
+    if r.error is None:
+        from bsdcrypt.render.consumers import lines as consumer_lines
+
+        consumers = consumer_lines(s)
+        if consumers:
+            facts.append(("Consumers", "\n".join(consumers)))
     if r.entry.source:
         facts.append(("Listed at", r.entry.source))
     return {

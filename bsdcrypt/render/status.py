@@ -67,6 +67,11 @@ def table(s: Status) -> str:
         rows.append(
             ["GELI", "\n".join(f"{g.name}: {g.encryption} {g.key_length or ''} crypto={g.crypto}" for g in s.geli)]
         )
+    from bsdcrypt.render.consumers import lines as consumer_lines
+
+    consumers = consumer_lines(s)
+    if consumers:
+        rows.append(["Consumers", "\n".join(consumers)])
     userland = _userland_line(s)
     if userland:
         rows.append(["Userland", userland])

@@ -1,0 +1,74 @@
+"""`analyze` recognises the consumers' outputs in a paste (issue 27): zfs get (column form, with or
+without its header, through grep), setkey -D (prompted or not; the single-space indentation of a mail),
+sysctl kern.ipc.tls / net.inet.ipsec lines, ifconfig -g openvpn|wg. The pastes are put together from
+the real outputs in fixtures/parsers (each file's header names its source) and a real dmesg.boot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bsdcrypt.assess import assess
+from bsdcrypt.collect.paste import evidence_from_paste, split
+from bsdcrypt.probe import StepName
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "parsers"
+
+
+def body(fixture: str) -> str:
+    return (FIX / fixture).read_text().split("# ---\n", 1)[1]
+
+
+# A real FreeBSD 12.2 bhyve guest (AESNI in Features2, no aesni0: aesni not loaded; 12.x GENERIC lacks it)
+DMESG = body("dmesg/bhyve-guest-12.2-e3-1225v5.txt")
+SETKEY = body("setkey/bsdrp-ipsec-lab-aes-gcm-16-static.txt")  # starts with its "[root@VM2]~# setkey -D" prompt
+ZFS = body("zfs/buetow-f3s-14-zroot-bhyve-two-datasets.txt")  # two prompted `zfs get all | grep` commands
+
+
+def test_prompted_parts_become_their_steps() -> None:
+    text = "$ dmesg\n" + DMESG + SETKEY + ZFS + "% sysctl kern.ipc.tls.enable\nkern.ipc.tls.enable: 1\n" \
+        + "% ifconfig -g wg\nwg0\n"
+    p = split(text)
+    assert p.setkey[:2] == ["2001:db8:34::4 2001:db8:23::2", "        esp mode=any spi=4099(0x00001003) reqid=0(0x00000000)"]
+    assert len(p.zfs) == 11 and p.groups == {"wg": ["wg0"]}
+    assert {"zfs get", "setkey -D", "ifconfig -g wg"} <= set(p.kinds())
+    ev = evidence_from_paste(text)
+    assert ev is not None
+    for step in (StepName.SETKEY_SAD, StepName.ZFS_CRYPTO, StepName.SYSCTL_KTLS, StepName.TUNNEL_GROUPS):
+        assert step in ev.steps, step
+    s = assess(ev, "pasted", "paste")
+    k = {c.kind: c for c in s.consumers}
+    # no kldstat pasted: whether aesni.ko was loaded after boot is unknown, so the SAs' path is too
+    assert s.driver.state == "unknown"
+    assert k["ipsec"].items[0].name == "4 ESP SAs" and k["ipsec"].verdict == "unknown"
+    assert "kldstat -v was not pasted" in (k["ipsec"].items[0].why or "")
+    assert k["zfs"].items[0].name == "zroot/bhyve"
+    assert k["wireguard"].present is True and k["ovpn-dco"].present is None  # openvpn group not pasted
+    assert k["ktls"].present is True and k["ktls"].verdict == "not-in-use"
+
+
+def test_unprompted_setkey_and_zfs_blocks_are_told_by_their_shape() -> None:
+    mail = body("setkey/lkml-2003-ipsec-tools-rijndael-hmac-md5-ipcomp.txt")  # single-space indentation
+    header = body("zfs/buetow-f3s-14-keystatus-with-header.txt").split("\n", 1)[1]  # without its prompt line
+    p = split(DMESG + "\n" + mail + "\n" + header)
+    assert p.setkey and p.setkey[0] == "172.16.1.226 172.16.1.247" and len(p.setkey) == 31
+    assert p.zfs[:2] == ["NAME               PROPERTY   VALUE        SOURCE",
+                         "zdata/enc/nfsdata  keystatus  available    -"]
+    assert not any("esp mode=" in line for line in p.dmesg)
+
+
+def test_a_pasted_setkey_error_and_empty_sad() -> None:
+    ev = evidence_from_paste(DMESG + "\n" + body("setkey/derived-not-root.txt"))
+    assert ev is not None and ev.steps[StepName.SETKEY_SAD].rc == 1
+    ev = evidence_from_paste(DMESG + "\n# setkey -D\nNo SAD entries.\n")
+    assert ev is not None and ev.steps[StepName.SETKEY_SAD].out == b"No SAD entries.\n"
+
+
+def test_a_paste_without_encrypted_datasets_says_unknown_not_no() -> None:
+    ev = evidence_from_paste(DMESG + "% zfs get encryption zroot\nNAME   PROPERTY    VALUE  SOURCE\nzroot  encryption  off    default\n")
+    assert ev is not None
+    zfs = {c.kind: c for c in assess(ev, "p", "paste").consumers}["zfs"]
+    assert zfs.present is None and zfs.verdict == "unknown"
+
+
+def test_consumer_outputs_alone_do_not_make_a_host() -> None:
+    assert evidence_from_paste(SETKEY + ZFS) is None
