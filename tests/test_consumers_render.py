@@ -91,3 +91,36 @@ def test_host_text_in_a_dataset_name_is_made_visible() -> None:
     assert s.consumers[2].items[0].algorithm == "aes\x1b[2Jx"
     table = render(s, "table")
     assert "\x1b" not in table and "aes\\x1b[2Jx" in table
+
+
+# Issue 27 part 2: a VM that hides AES-NI (the real 12.2 bhyve guest with AESNI taken out of Features2:
+# freebsd-12.2-bhyve-aesni-flag-hidden) running IPsec with AES-GCM SAs, an OpenVPN DCO tunnel and sshd
+HIDDEN = "freebsd-12.2-bhyve-aesni-flag-hidden"
+
+
+def _vm_finding(s: Status) -> str:
+    return next(f.remedy for f in s.findings if f.id == "vm-hides-aesni")
+
+
+def test_on_a_vm_hiding_aesni_the_finding_names_bsdcrypt_userland() -> None:
+    remedy = _vm_finding(_with(HIDDEN))
+    assert "`bsdcrypt userland`" in remedy and "still execute" in remedy
+    # without consumer or service evidence the advice stays the general one
+    assert "where the protocol allows (IPsec, TLS/KTLS, SSH, WireGuard)" in remedy
+
+
+def test_the_chacha_advice_names_the_consumers_and_services_found() -> None:
+    s = _with(HIDDEN, **{
+        StepName.SETKEY_SAD: CONSUMER_STEPS[StepName.SETKEY_SAD],
+        StepName.TUNNEL_GROUPS: Step(0, b"== openvpn\novpn0\n== wg\nwg0\n"),
+        StepName.ZFS_CRYPTO: CONSUMER_STEPS[StepName.ZFS_CRYPTO],
+        # the probe's crypto_links format (as recorded in linux-debian12-epyc-openssl3-userland.yaml), FreeBSD paths
+        StepName.CRYPTO_LINKS: Step(0, b"== /usr/sbin/sshd\n\tlibcrypto.so.111 => /lib/libcrypto.so.111\n"),
+    })
+    remedy = _vm_finding(s)
+    assert "prefer ChaCha20-Poly1305 for what this host runs with AES: IPsec (4 ESP SAs)" in remedy
+    assert "OpenVPN DCO (ovpn0)" in remedy and "the services sshd" in remedy
+    assert "ZFS" not in remedy.split("runs with AES:")[1]  # no other cipher to move a dataset to
+    assert "`bsdcrypt userland`" in remedy
+    slow = next(f for f in s.findings if f.id == "consumer-aes-software")
+    assert "hides AES-NI" in slow.message and "WireGuard" not in slow.message

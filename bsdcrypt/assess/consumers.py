@@ -9,6 +9,9 @@ absent), the drivers' state and algorithms, and the consumer's cipher. Reasoning
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from bsdcrypt.assess.findings import CHACHA as ADVICE_CHACHA
 from bsdcrypt.facts import KldFile
 from bsdcrypt.parsers.ifgroup import parse_groups
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
@@ -373,5 +376,43 @@ def add_consumers(ev: Evidence, status: Status) -> Status:
     if status.os.name == "Linux" or any(f.id == "unknown-os" for f in status.findings):
         return status
     status.consumers = consumers(ev, status)
-    status.findings = findings(status) + status.findings
+    status.findings = findings(status) + [_named(status, f) for f in status.findings]
     return status
+
+
+# The findings of a host whose kernel AES stays slow, whose ChaCha20-Poly1305 advice names what was found.
+_SLOW_AES = ("vm-hides-aesni", "cpu-no-aesni", "aes-disabled-in-firmware")
+USERLAND_TRIAL = (
+    " Userland OpenSSL (sshd, TLS services): `bsdcrypt userland` -- its trial shows whether the AES instructions "
+    "still execute (under hardware virtualisation they usually do: only the flag is hidden), then sets "
+    "OPENSSL_ia32cap per service."
+)
+
+
+def chacha_advice(status: Status) -> str | None:
+    """The ChaCha20-Poly1305 advice naming the consumers and services this host runs AES in (None: none
+    found). ZFS and GELI are left out: they offer no other cipher than AES here."""
+    users = [u for u in in_use_with_aes(status) if not u.startswith(("ZFS", "GELI"))]
+    users += [f"{LABELS[c.kind]} ({', '.join(i.name for i in c.items[:3])})" for c in status.consumers
+              if c.kind == "ovpn-dco" and c.present]
+    services = sorted({s.binary.rsplit("/", 1)[-1] for s in status.userland_aes.services or [] if s.libcrypto})
+    if services:
+        users.append("the services " + ", ".join(services) + " (TLS: prefer ChaCha20 in the cipher order; SSH: "
+                     "chacha20-poly1305@openssh.com)")
+    if not users:
+        return None
+    return "prefer ChaCha20-Poly1305 for what this host runs with AES: " + "; ".join(users) + \
+        " (AES without AES-NI is several times slower)"
+
+
+def _named(status: Status, f: Finding) -> Finding:
+    if f.id not in _SLOW_AES:
+        return f
+    remedy = f.remedy
+    named = chacha_advice(status)
+    if named:
+        remedy = remedy.replace(ADVICE_CHACHA, named).replace(ADVICE_CHACHA[0].upper() + ADVICE_CHACHA[1:],
+                                                              named[0].upper() + named[1:])
+    if f.id == "vm-hides-aesni" and "bsdcrypt userland" not in remedy:
+        remedy += USERLAND_TRIAL
+    return replace(f, remedy=remedy)
