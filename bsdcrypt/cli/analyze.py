@@ -116,9 +116,9 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
             collected = [Collected(path, path, f"file:{path}", error_kind="unreadable", error=str(exc))]
         if in_dir and len(collected) == 1 and collected[0].unrecognised:
             # a README, probe.sh or an earlier report beside the collected outputs: not a host
-            from bsdcrypt.text import visible
+            from bsdcrypt.cli.options import note
 
-            typer.echo(f"bsdcrypt: skipped {visible(path)}: not probe output, Ansible JSON or a recording", err=True)
+            note(f"skipped {path}: not probe output, Ansible JSON or a recording")
             skipped += 1
             continue
         if in_dir:
@@ -133,7 +133,9 @@ def _analyze(files: list[str], fmt: str, output: str | None, token: str | None) 
     from bsdcrypt.render.fleet import render, render_collected
 
     if fmt == "table":
-        report = render_collected(run)
+        from bsdcrypt.cli.options import text_width
+
+        report = render_collected(run, text_width(output))
     elif fmt == "html":
         from bsdcrypt.render.html import fleet_page  # Jinja2: only on this path
 

@@ -197,6 +197,14 @@ def _run_and_report() -> int:
         else:
             typer.echo("bsdcrypt: interrupted", err=True)
             code = 130
+    except ImportError as exc:  # a dependency left out of the installation: one line naming it
+        from bsdcrypt.cli.deps import EXIT_MISSING, missing_line
+
+        line = missing_line(exc)
+        if line is None:
+            raise
+        typer.echo(line, err=True)
+        code = EXIT_MISSING
     except Exception as exc:
         if _is_click(exc, "NoArgsIsHelpError"):
             pass  # `bsdcrypt` alone: the help was printed

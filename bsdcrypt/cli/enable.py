@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli.options import HostOpt, nonempty
+from bsdcrypt.cli.options import HostOpt, nonempty, text_width
 from bsdcrypt.enable import flow
 from bsdcrypt.enable.flow import EXIT_DECLINED as EXIT_DECLINED  # the exit codes, for importers of old
 from bsdcrypt.enable.flow import EXIT_REFUSED, FlowError, PlanFor
@@ -41,6 +41,16 @@ RootOpt = Annotated[
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
 
 
+def _fit(text: str, indent: str) -> str:
+    """A line of enable's progress, wrapped under `indent` on a terminal (whole in a pipe)."""
+    width = text_width()
+    if width is None or len(indent + text) <= width:
+        return indent + text
+    from bsdcrypt.render.fit import usable, wrap
+
+    return "\n".join(wrap(text, usable(width) or width, indent, indent + "  "))
+
+
 class _Hooks:
     """The flow's hooks: the plan and remarks on stdout (JSON: one document), progress on stderr with
     JSON, the confirmation prompt on the terminal."""
@@ -66,16 +76,17 @@ class _Hooks:
             else:
                 typer.echo(json.dumps(doc, indent=2))
         else:
-            typer.echo(render_plan(plan, f"the system at {root} (on {status.host})" if root else status.host), nl=False)
+            where = f"the system at {root} (on {status.host})" if root else status.host
+            typer.echo(render_plan(plan, where, text_width()), nl=False)
 
     def note(self, text: str) -> None:
         if self.fmt == "text":
-            typer.echo(text)
+            typer.echo(_fit(text, ""))
 
     def say(self, line: str) -> None:
         from bsdcrypt.text import visible  # paths and messages can carry host text
 
-        typer.echo(f"  {visible(line, None)}", err=self.fmt == "json")
+        typer.echo(_fit(visible(line, None), "  "), err=self.fmt == "json")
 
     def confirm(self) -> bool:
         if not sys.stdin.isatty():

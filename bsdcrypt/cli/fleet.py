@@ -128,17 +128,20 @@ def _fleet_audit(
     # worker, under the host's deadline (a slow `Match exec` cannot stall the run before it starts).
     run = fleet.run_fleet(entries, options, progress, auditor, dedupe=True)
     if not quiet:
-        for note in run.duplicates:
-            typer.echo(error_line(f"note: {note}"), err=True)
+        from bsdcrypt.cli.options import note
+
+        for duplicate in run.duplicates:
+            note(f"note: {duplicate}")
     if fmt == "html":
         from bsdcrypt.render.html import fleet_page  # Jinja2: only on this path
 
         source = "standard input" if hosts_file == "-" else hosts_file
         report = fleet_page(run, title="bsdcrypt fleet audit", source=source, command="fleet-audit")
     else:
+        from bsdcrypt.cli.options import text_width
         from bsdcrypt.render.fleet import render
 
-        report = render(run, fmt)
+        report = render(run, fmt, text_width(output))
     if output is None or output == "-":
         typer.echo(report, nl=False)
     else:

@@ -56,6 +56,23 @@ def error_line(message: object) -> str:
     return f"bsdcrypt: {visible(str(message), MESSAGE_LIMIT)}"
 
 
+def note(message: str) -> None:
+    """`bsdcrypt: MESSAGE` on stderr, a remark rather than an error: on a terminal wrapped to its width
+    under a hanging indent; one line anywhere else (a log, a pipe)."""
+    import sys
+
+    line = error_line(message)
+    try:
+        width = os.get_terminal_size(sys.__stderr__.fileno()).columns if sys.__stderr__ is not None else 0
+    except (OSError, ValueError):
+        width = 0
+    if width and len(line) > width:
+        from bsdcrypt.render.fit import usable, wrap
+
+        line = "\n".join(wrap(line, usable(width) or width, "", "    "))
+    typer.echo(line, err=True)
+
+
 def fail(message: str, code: int = 3) -> NoReturn:
     """Print a one-line error on stderr and exit."""
     typer.echo(error_line(message), err=True)

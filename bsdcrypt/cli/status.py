@@ -49,7 +49,9 @@ def status(
         message = " ".join(str(exc).split())
         finding_id, remedy = host_failure(exc)
         result = error_status(host, host, finding_id, message, remedy)
-    write_report(render(result, fmt), output, inputs)
+    from bsdcrypt.cli.options import text_width
+
+    write_report(render(result, fmt, text_width(output)), output, inputs)
     raise typer.Exit(result.exit_code)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -46,18 +47,42 @@ class Progress:
         if not force and now - self._last < 0.1 and done < self.total:
             return
         self._last = now
-        elapsed = now - self.start
-        eta = "--" if done == 0 else f"{elapsed / done * (self.total - done):.0f}s"
-        bar_w = 24
-        filled = bar_w * done // max(1, self.total)
-        line = (f"[{'#' * filled}{'.' * (bar_w - filled)}] {done}/{self.total} done, "
-                f"{failed} failed, {elapsed:.0f}s elapsed, ETA {eta}")
+        line = progress_line(done, self.total, failed, now - self.start, self._columns())
         pad = max(0, self._width - len(line))
         self._width = len(line)
         self.stream.write("\r" + line + " " * pad)
         self.stream.flush()
 
+    def _columns(self) -> int:
+        """The terminal's width, read at each redraw (it may be resized): COLUMNS if set, else the terminal's."""
+        columns = os.environ.get("COLUMNS", "").strip()
+        if columns.isdigit() and int(columns) > 0:
+            return int(columns)
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or 80
+        except (AttributeError, OSError, ValueError):
+            return 80
+
     def finish(self) -> None:
         if self.enabled and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
+
+
+BAR = 24  # cells of the bar when the terminal has room
+
+
+def progress_line(done: int, total: int, failed: int, elapsed: float, columns: int) -> str:
+    """The progress line in fewer than `columns` characters (the last column is left free: a line
+    that fills it wraps on some terminals): the bar narrows, then goes, then the wording shortens."""
+    eta = "--" if done == 0 else f"{elapsed / done * (total - done):.0f}s"
+    room = max(columns - 1, 1)
+    text = f"{done}/{total} done, {failed} failed, {elapsed:.0f}s elapsed, ETA {eta}"
+    cells = min(BAR, room - len(text) - 3)
+    if cells >= 8:
+        filled = cells * done // max(1, total)
+        return f"[{'#' * filled}{'.' * (cells - filled)}] {text}"
+    for short in (text, f"{done}/{total} done, {failed} failed, ETA {eta}", f"{done}/{total}, {failed} failed"):
+        if len(short) <= room:
+            return short
+    return f"{done}/{total}"[:room]

@@ -5,7 +5,7 @@ A width of None means whole lines, exactly as the report has always been written
 apart by two spaces (`aesni: loaded  <AES-CBC,...>  (/boot/kernel/aesni.ko)`) breaks between parts,
 and a table narrows its flexible columns (wrapping or clipping their cells) and, when that is not
 enough, leaves out its least needed columns, which the caller names under the table. Widths count
-characters: the text reaching here went through bsdcrypt.render.text (no control characters).
+characters: the text reaching here went through bsdcrypt.text (no control characters).
 """
 
 from __future__ import annotations
@@ -150,3 +150,26 @@ def _wrap_cell(text: str, width: int) -> list[str]:
         lines.append(rest[:cut])
         rest = rest[cut:]
     return [*lines, rest] if rest else lines
+
+
+def simple_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A table as tabulate's "simple" format lays it out (header, dashes, left-aligned cells two spaces
+    apart, a cell's lines under each other), but exactly as wide as its widest cells: tabulate pads a
+    header two characters wider, which a fitted table cannot spare. No trailing spaces."""
+    widths = [
+        max([len(h), *(len(line) for row in rows for line in row[i].split("\n"))]) for i, h in enumerate(headers)
+    ]
+    pad = " " * GAP
+
+    def lines(cells: Sequence[str]) -> list[str]:
+        split = [c.split("\n") for c in cells]
+        height = max(len(s) for s in split)
+        return [
+            pad.join(f"{(s[n] if n < len(s) else ''):<{w}}" for s, w in zip(split, widths, strict=True)).rstrip()
+            for n in range(height)
+        ]
+
+    out = [*lines(headers), pad.join("-" * w for w in widths)]
+    for row in rows:
+        out += lines(row)
+    return "\n".join(out)

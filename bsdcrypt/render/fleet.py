@@ -17,7 +17,7 @@ from bsdcrypt.fleet.results import VERDICT_ORDER, FleetRun, HostResult
 from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.render.consumers import software as consumers_software
 from bsdcrypt.render.serialize import dump, yesno
-from bsdcrypt.status import Finding, Status
+from bsdcrypt.status import SEVERITY_RANK, Finding, Status
 
 
 def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
@@ -45,8 +45,8 @@ def sort_results(results: Sequence[HostResult]) -> list[HostResult]:
 
 
 def _top_finding(status: Status) -> Finding | None:
-    rank = {"critical": 0, "unknown": 1, "warning": 2, "info": 3}
-    return min(status.findings, key=lambda f: rank.get(f.severity, 9), default=None)
+    """The most severe finding (the first, as assess() orders them; the rank again for a Status built elsewhere)."""
+    return max(status.findings, key=lambda f: SEVERITY_RANK.get(f.severity, -1), default=None)
 
 
 def row(r: HostResult) -> dict[str, str]:
@@ -103,17 +103,18 @@ def clip(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _table(run: FleetRun, clip: Callable[[str], str], failed: str, timing: str) -> str:
-    """The hosts table, the totals per verdict and a one-line summary."""
+def _table(run: FleetRun, clip: Callable[[str], str], failed: str, timing: str, width: int | None = None,
+           whole_findings: bool = False) -> str:
+    """The hosts table, the totals per verdict and a one-line summary; with a width, fitted to it."""
     from tabulate import tabulate
 
-    rows = []
+    cells = []
     for r in sort_results(run.results):
-        cells = row(r)
-        cells["verdict"] = cells["verdict"].upper()
-        cells["finding"] = clip(cells["finding"])
-        rows.append([cells[k] for k in HEADERS])
-    out = tabulate(rows, headers=list(HEADERS.values()), tablefmt="simple")
+        c = row(r)
+        c["verdict"] = c["verdict"].upper()
+        c["finding"] = clip(c["finding"])
+        cells.append(c)
+    out = tabulate([[c[k] for k in HEADERS] for c in cells], headers=list(HEADERS.values()), tablefmt="simple")
     totals = run.totals()
     parts = [f"{n} {v}" for v, n in totals.items() if n]
     summary = f"{len(run.results)} host{'' if len(run.results) == 1 else 's'}: " + ", ".join(parts)
@@ -121,20 +122,49 @@ def _table(run: FleetRun, clip: Callable[[str], str], failed: str, timing: str) 
         summary += f" ({run.failed} {failed})"
     summary += timing
     tot = tabulate([[v.upper(), totals[v]] for v in totals], headers=["verdict", "hosts"], tablefmt="simple")
+    if width is not None and max(len(line) for line in out.split("\n")) > width:
+        from bsdcrypt.render.fit import usable, wrap
+
+        w = usable(width) or width
+        out, note = _fitted(cells, w, whole_findings)
+        summary = "\n".join(wrap(summary, w) + (wrap(note, w) if note else []))
     from bsdcrypt.text import visible_lines
 
     return visible_lines(f"{out}\n\n{tot}\n\n{summary}\n")
 
 
-def render_table(run: FleetRun) -> str:
+# On a narrow terminal: how far each column may narrow (0: not at all), and which go first when that is not enough.
+_LEAST = {"host": 16, "os": 12, "driver": 12, "persisted": 11, "geli_software": 9}
+_DROP = ("os", "aesni", "geli_software", "persisted")
+
+
+def _fitted(cells: list[dict[str, str]], width: int, whole_findings: bool) -> tuple[str, str]:
+    """The hosts table in `width` columns and a note saying what it leaves out. fleet-audit's top finding
+    narrows to its id (one line per host); analyze's wraps whole in its column."""
+    from bsdcrypt.render.fit import Column, fit_columns, simple_table
+
+    notes = []
+    if not whole_findings:
+        cells = [{**c, "finding": c["finding"].split(": ", 1)[0]} for c in cells]
+        notes.append("top findings by id (docs/findings.md)")
+    least = {**_LEAST, "finding": 30 if whole_findings else 0}
+    columns = [Column(k, h, least.get(k, 0)) for k, h in HEADERS.items()]
+    shown, fitted, dropped = fit_columns(columns, cells, width, _DROP)
+    if dropped:
+        notes.insert(0, f"not shown at {width} columns: {', '.join(c.header for c in dropped)}")
+    note = f"({'; '.join(notes)}: -f csv, -o FILE or a wider terminal shows everything)" if notes else ""
+    return simple_table([c.header for c in shown], fitted), note
+
+
+def render_table(run: FleetRun, width: int | None = None) -> str:
     """fleet-audit's table: findings clipped to a line, the run's timing in the summary."""
     timing = f"; {run.elapsed:.1f}s, parallel {run.parallel}, timeout {run.timeout:g}s"
-    return _table(run, clip, "could not be audited", timing)
+    return _table(run, clip, "could not be audited", timing, width)
 
 
-def render_collected(run: FleetRun) -> str:
+def render_collected(run: FleetRun, width: int | None = None) -> str:
     """analyze's table: the same, findings whole, a summary that fits collected output."""
-    return _table(run, lambda text: " ".join(text.split()), "without usable probe output", "")
+    return _table(run, lambda text: " ".join(text.split()), "without usable probe output", "", width, True)
 
 
 def document(run: FleetRun) -> dict[str, Any]:
@@ -197,7 +227,8 @@ def render_csv(run: FleetRun) -> str:
     return buf.getvalue()
 
 
-def render(run: FleetRun, fmt: str) -> str:
+def render(run: FleetRun, fmt: str, width: int | None = None) -> str:
+    """The report in `fmt`; `width` fits the table to a terminal (None: whole lines; other formats never)."""
     if fmt in ("json", "yaml"):
         return dump(document(run), fmt)
     if fmt == "csv":
@@ -206,4 +237,4 @@ def render(run: FleetRun, fmt: str) -> str:
         from bsdcrypt.render import prometheus
 
         return prometheus.render([r.status for r in sort_results(run.results)], timestamp=time.time())
-    return render_table(run)
+    return render_table(run, width)

@@ -29,28 +29,44 @@ def plan_to_dict(plan: Plan) -> list[dict[str, Any]]:
     return out
 
 
-def render_plan(plan: Plan, host: str) -> str:
+def render_plan(plan: Plan, host: str, width: int | None = None) -> str:
     """The plan as text. Host text in it (names, paths, loader.conf lines in the diff) goes through
-    bsdcrypt.text: control characters shown as escapes, each piece cut at a limit."""
+    bsdcrypt.text: control characters shown as escapes, each piece cut at a limit. With a width (a
+    terminal), each action wraps under its own text; a command keeps its line, its comment goes under
+    it; the diff is never wrapped (its lines are the file's)."""
+    from bsdcrypt.render.fit import usable, wrap
     from bsdcrypt.text import LINE_LIMIT, MESSAGE_LIMIT, visible, visible_lines
+
+    w = usable(width)
 
     def v(text: str) -> str:
         return visible(text, MESSAGE_LIMIT)
 
+    def add(first: str, text: str, rest: str = "    ") -> None:
+        lines.extend([first + text] if w is None or len(first + text) <= w else wrap(text, w, first, rest))
+
+    def command(first: str, text: str, why: str) -> None:
+        line = f"{first}{text}    # {why}"
+        if w is None or len(line) <= w:
+            lines.append(line)
+        else:
+            add(first, text, "      ")
+            add("      # ", why, "        ")
+
     lines = [f"bsdcrypt plan for {v(host)}:"]
     for a in plan.actions:
         if isinstance(a, Note):
-            lines.append(f"  - {v(a.text)}")
+            add("  - ", v(a.text))
         elif isinstance(a, Refuse) and not a.needs_root:
-            lines.append(f"  ! refused: {v(a.reason)}.")
-            lines.append(f"    what to do: {v(a.advice)}")
+            add("  ! refused: ", f"{v(a.reason)}.")
+            add("    what to do: ", v(a.advice), "      ")
         elif isinstance(a, RunCommand):
-            lines.append(f"  $ {v(' '.join(a.argv))}    # {v(a.why)}")
+            command("  $ ", v(" ".join(a.argv)), v(a.why))
         elif isinstance(a, WriteFile):
-            lines.append(f"  > {v(a.edit.path)}    # {v(a.why)}")
+            command("  > ", v(a.edit.path), v(a.why))
     for a in plan.actions:
         if isinstance(a, Refuse) and a.needs_root:
-            lines.append(f"  ! not as this user: {v(a.reason)}; {v(a.advice)}.")
+            add("  ! not as this user: ", f"{v(a.reason)}; {v(a.advice)}.")
     # The diff's own lines stay lines; anything else a loader.conf line holds (ESC, a lone CR) shows.
-    diffs = [visible_lines(w.edit.diff(), LINE_LIMIT) for w in plan.writes]
+    diffs = [visible_lines(write.edit.diff(), LINE_LIMIT) for write in plan.writes]
     return "\n".join(lines) + "\n" + ("\n" + "".join(diffs) if diffs else "")

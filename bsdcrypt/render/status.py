@@ -13,7 +13,10 @@ def _yesno(value: bool | None) -> str:
     return yesno(value, "unknown")
 
 
-def table(s: Status) -> str:
+def table(s: Status, width: int | None = None) -> str:
+    """The host's table and its findings. `width` None: whole lines (a pipe, a file); else every line
+    fits that many columns (a terminal): values break between their parts, messages and remedies wrap
+    under their column (bsdcrypt.render.fit)."""
     from tabulate import tabulate
 
     from bsdcrypt.text import LIST_LIMIT, visible_lines, visible_status
@@ -76,13 +79,49 @@ def table(s: Status) -> str:
     if userland:
         rows.append(["Userland", userland])
     rows.append(["Verdict", s.verdict.upper()])
+    more = f"({n_geli - LIST_LIMIT} more GELI providers not shown; -f json lists all {n_geli})"
+    if width is not None:
+        return visible_lines(_fitted(rows, s, more if n_geli > LIST_LIMIT else "", width))
     out = tabulate(rows, tablefmt="plain")
     if s.findings:
         frows = [[f.severity, f.id, f"{f.message}\n-> {f.remedy}"] for f in s.findings]
         out += "\n\n" + tabulate(frows, headers=["severity", "finding", "message / remedy"], tablefmt="simple")
     if n_geli > LIST_LIMIT:
-        out += f"\n({n_geli - LIST_LIMIT} more GELI providers not shown; -f json lists all {n_geli})"
+        out += f"\n{more}"
     return visible_lines(out + "\n")
+
+
+NARROWEST_MESSAGE = 30  # below this the message column is too thin to read: the findings stack instead
+
+
+def _fitted(rows: list[list[str]], s: Status, more: str, width: int) -> str:
+    """table() in `width` columns (at least render.fit.MIN_WIDTH)."""
+    from tabulate import tabulate
+
+    from bsdcrypt.render.fit import fit_block, simple_table, usable, wrap
+
+    w = usable(width) or width
+    key = max(len(k) for k, _ in rows) + 2
+    out = tabulate([[k, fit_block(v, w - key, "  ")] for k, v in rows], tablefmt="plain")
+    if s.findings:
+        sev = max(len("severity"), *(len(f.severity) for f in s.findings))
+        ids = max(len("finding"), *(len(f.id) for f in s.findings))
+        room = w - sev - ids - 4
+        if room >= NARROWEST_MESSAGE:
+            frows = [
+                [f.severity, f.id, "\n".join([*wrap(f.message, room), *wrap(f.remedy, room, "-> ", "   ")])]
+                for f in s.findings
+            ]
+            out += "\n\n" + simple_table(["severity", "finding", "message / remedy"], frows)
+        else:  # one finding after another: its severity and id, then its message and remedy under them
+            lines = ["", "severity  finding", "--------  -------"]
+            for f in s.findings:
+                lines.append(f"{f.severity:<8}  {f.id}")
+                lines += [*wrap(f.message, w, "  ", "  "), *wrap(f.remedy, w, "  -> ", "     ")]
+            out += "\n" + "\n".join(lines)
+    if more:
+        out += "\n" + "\n".join(wrap(more, w))
+    return out + "\n"
 
 
 _CASES = {
@@ -135,7 +174,8 @@ def nagios(s: Status) -> str:
     return f"BSDCRYPT {label}: {text} | {perf}\n"
 
 
-def render(s: Status, fmt: str) -> str:
+def render(s: Status, fmt: str, width: int | None = None) -> str:
+    """`s` in format `fmt`; `width` fits the table to a terminal (None: whole lines; the other formats never)."""
     if fmt == "json":
         return to_json(s.to_dict())
     if fmt == "yaml":
@@ -152,4 +192,4 @@ def render(s: Status, fmt: str) -> str:
         from bsdcrypt.render.html import status_page  # Jinja2: only on this path
 
         return status_page(s, s.source)
-    return table(s)
+    return table(s, width)
