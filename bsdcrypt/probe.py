@@ -52,7 +52,7 @@ IA32CAP_OVERRIDES_SCRIPT = (
 # keystatus `-`), at most 4000 lines; rc 127 without a zfs command.
 ZFS_CRYPTO_SCRIPT = (
     "command -v zfs >/dev/null 2>&1 || exit 127; zfs get -H -o name,property,value -t filesystem,volume"
-    " encryption,keystatus 2>&1 | awk -F '\t' '$3 != \"off\" && $3 != \"-\"' | head -n 4000; exit 0"
+    " encryption,keystatus 2>&1 | awk -F '\\t' '$3 != \"off\" && $3 != \"-\"' | head -n 4000; exit 0"
 )
 # setkey -D as the probe keeps it: the SA type and mode, the E:/A:/C: algorithm names and the state,
 # `No SAD entries.` and pfkey_open's error (no root: Operation not permitted); never an address, an
