@@ -210,7 +210,6 @@ LOADER_CONF_DIR = "/boot/loader.conf.d"
 # "conf"): the two sh globs that match the same names, hidden ones included.
 CONF_DIR_GLOBS = ("?*conf", ".*conf")
 MAX_NAMED = 16  # paths named by loader_conf_files / loader_conf_dirs / local_loader_conf_files, at most
-MAX_NAMED_BYTES = 1048577  # of each named file (one more than enable edits: a bigger one is refused there)
 MODULE_FILES: tuple[str, ...] = tuple(f"/boot/kernel/{d}.ko" for d in CRYPTO_DRIVERS)
 PASTE_STEPS = (StepName.DMESG_FILTERED, StepName.KLDSTAT_FILTERED)  # only a paste gives these
 _STEP_NAMES = frozenset(
@@ -226,6 +225,22 @@ def is_step(name: str) -> bool:
     return name in _STEP_NAMES or name.startswith(FILE_PREFIX + "/")
 
 
+
+# bsdcrypt_read PATH: a file's bytes, read only if it is a regular file of at most MAX_FILE_BYTES, its size
+# taken (wc -c) before a byte is read; head -c stops at one more anyway (a file that grows). Not there:
+# cat's own error and status 1, as always. A device, FIFO or socket (/dev/zero never ends, a FIFO nobody
+# writes never answers) or a larger file: one line, status 2, nothing read (docs/recordings.md).
+MAX_FILE_BYTES = 1 << 20
+READ_FUNCTION = (
+    'bsdcrypt_read() { if [ -f "$1" ] && [ ! -p "$1" ]; then n=$(wc -c < "$1") || return 2; n=$((n + 0)); '
+    f'if [ "$n" -gt {MAX_FILE_BYTES} ]; then echo "larger than 1 MiB ($n bytes): not read"; return 2; fi; '
+    f'head -c {MAX_FILE_BYTES + 1} -- "$1"; '
+    'elif [ -e "$1" ]; then echo "not a regular file (a device, FIFO or socket): not read"; return 2; '
+    'else cat -- "$1"; fi; }\n'
+    # bsdcrypt_small PATH: would bsdcrypt_read read it (a regular file of at most MAX_FILE_BYTES)?
+    'bsdcrypt_small() { [ -f "$1" ] && [ ! -p "$1" ] && n=$(wc -c < "$1") && '
+    f'[ "$((n + 0))" -le {MAX_FILE_BYTES} ]; }}'
+)
 
 # s NAME COMMAND: run COMMAND (stdout and stderr merged, no stdin) between the frames of NAME.
 FRAME_FUNCTION = (
@@ -266,11 +281,12 @@ def _script_around_token(buffered: bool, *tables: object) -> tuple[str, str]:
         "PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH",
         "LC_ALL=C; export LC_ALL",
         FRAME_FUNCTION,
+        READ_FUNCTION,
     ]
     steps = [f"s {sh_quote(name)} {sh_quote(cmd)}" for name, cmd in STEPS]
-    steps += [f"s {sh_quote(file_step(path))} {sh_quote('cat ' + sh_quote(path))}" for path in FILES]
+    steps += [f"s {sh_quote(file_step(path))} {sh_quote('bsdcrypt_read ' + sh_quote(path))}" for path in FILES]
     globs = " ".join(f"{LOADER_CONF_DIR}/{g}" for g in CONF_DIR_GLOBS)
-    steps.append(f"for x in {globs}; do [ -f \"$x\" ] && s \"{FILE_PREFIX}$x\" 'cat -- \"$x\"'; done")
+    steps.append(f"for x in {globs}; do [ -f \"$x\" ] && s \"{FILE_PREFIX}$x\" 'bsdcrypt_read \"$x\"'; done")
     steps += _named_files_script(globs)
     steps += [f"s {sh_quote(exists_step(path))} {sh_quote('test -e ' + sh_quote(path))}" for path in MODULE_FILES]
     if buffered:
@@ -294,14 +310,16 @@ def _named_files_script(globs: str) -> list[str]:
     (bsdcrypt.loader.model) and says "unknown" for anything named that was not collected."""
     dir_globs = " ".join(f'"$z"/{g}' for g in CONF_DIR_GLOBS)
     return [
-        "refs() { grep -hsE '^[[:space:]]*(loader_conf_files|loader_conf_dirs|local_loader_conf_files)"
-        "[[:space:]]*=' \"$@\" </dev/null | sed 's/#.*//' | tr -s ' \\t\"=' '\\n\\n\\n\\n' | grep '^/'; }",
+        # (only the files bsdcrypt_read would read: grep on a FIFO or /dev/zero would never end)
+        "refs() { for f; do bsdcrypt_small \"$f\" && grep -hsE "
+        "'^[[:space:]]*(loader_conf_files|loader_conf_dirs|local_loader_conf_files)"
+        "[[:space:]]*=' \"$f\" </dev/null; done | sed 's/#.*//' | tr -s ' \\t\"=' '\\n\\n\\n\\n' | grep '^/'; }",
         f"L=' {' '.join(LOADER_FILES)} '; N=0; R=",
         "named() { set -f; set -- $1; set +f; for z; do case $L in *\" $z \"*) continue ;; esac; [ \"$N\" -lt "
         f"{MAX_NAMED} ] || return 0; N=$((N + 1)); L=\"$L$z \"; "
         f'if [ -d "$z" ]; then s "{DIR_PREFIX}$z" true; for y in {dir_globs}; do [ -f "$y" ] && '
-        f's "{FILE_PREFIX}$y" \'head -c {MAX_NAMED_BYTES} -- "$y"\' && R="$R $y"; done; '
-        f'elif [ -f "$z" ]; then s "{FILE_PREFIX}$z" \'head -c {MAX_NAMED_BYTES} -- "$z"\' && R="$R $z"; '
+        f's "{FILE_PREFIX}$y" \'bsdcrypt_read "$y"\' && R="$R $y"; done; '
+        f'elif [ -f "$z" ]; then s "{FILE_PREFIX}$z" \'bsdcrypt_read "$z"\' && R="$R $z"; '
         # not there, or not a regular file (a device, a FIFO: nothing the loader can read at boot)
         f'else s "{FILE_PREFIX}$z" \'echo "not a regular file"; exit 1\'; fi; done; }}',
         f"set -f; P=$(set +f; refs {' '.join(LOADER_FILES)} {globs}); set +f; named \"$P\"",

@@ -19,7 +19,7 @@ import yaml
 
 from bsdcrypt import __version__
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.probe import Evidence, Step
+from bsdcrypt.probe import FILE_PREFIX, MAX_FILE_BYTES, Evidence, Step
 
 FORMAT = 1
 _SHIPPED = Path(__file__).parent / "recordings"
@@ -373,6 +373,11 @@ def load_text(text: str, origin: str) -> tuple[dict[str, Any], Evidence]:
     if len(steps) > MAX_STEPS:
         raise RecordingError(f"{origin}: {len(steps)} steps, more than a probe gathers (at most {MAX_STEPS})")
     evidence = Evidence({_step_name(k, origin): _step_from_yaml(str(k), v, origin) for k, v in steps.items()})
+    big = next(
+        (k for k, st in evidence.steps.items() if k.startswith(FILE_PREFIX) and len(st.out) > MAX_FILE_BYTES + 1), None
+    )
+    if big is not None:  # the probe reads at most 1 MiB + 1 of a file: nothing parses more (loader files)
+        raise RecordingError(f"{origin}: step {_short(big)} holds more than the probe reads of a file (1 MiB)")
     fields["steps"] = steps
     return fields, evidence
 

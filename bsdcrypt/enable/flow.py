@@ -134,7 +134,10 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
     status = assess(evidence, host.name, host.spec)
     # With --root the files come from DIR; otherwise the probe already read them (the write
     # re-checks their content on the host, so a change in between is caught, not clobbered).
-    files = read_loader_files(host, root) if root else files_from_evidence(evidence)
+    try:
+        files = read_loader_files(host, root) if root else files_from_evidence(evidence)
+    except ActError as exc:  # a device, FIFO or huge file, a link loop: one line, nothing changed
+        raise FlowError(str(exc)) from None
     from bsdcrypt.assess.core import UNCOLLECTED
 
     if not root and UNCOLLECTED in (status.persist.uncertain or "") and host.can_exec:

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from bsdcrypt.errors import ActError
 from bsdcrypt.hostapi import Host, sh_quote
 from bsdcrypt.loader import conf as loaderconf
-from bsdcrypt.probe import CONF_DIR_GLOBS, FRAME_FUNCTION, MAX_NAMED_BYTES, File, new_token, parse_output
+from bsdcrypt.probe import (
+    CONF_DIR_GLOBS,
+    FRAME_FUNCTION,
+    MAX_FILE_BYTES,
+    READ_FUNCTION,
+    File,
+    new_token,
+    parse_output,
+)
 
 # ---- symbolic links ---------------------------------------------------------------------------------
 
@@ -93,18 +101,20 @@ def _read_round(host: Host, root: str, paths: list[str], dirs: list[str]) -> lis
         f"T={token}; ROOT={sh_quote(root)}",
         RESOLVE,
         FRAME_FUNCTION,
+        READ_FUNCTION,
         # r PATH: a step named PATH (as under DIR) with the content of the file it resolves to; no
         # step (no file) when it resolves to nothing, a dangling link: the loader reads no file there
+        # (a device, a FIFO or more than 1 MiB: one line, nothing read; probe.READ_FUNCTION)
         'r() { if t=$(resolve "$1") && [ ! -e "$t" ]; then return 0; fi; '
-        's "$1" \'t=$(resolve "$1") || { unresolved $?; exit 1; }; cat -- "$t"\'; }',
+        's "$1" \'t=$(resolve "$1") || { unresolved $?; exit 1; }; bsdcrypt_read "$t"\'; }',
         # e PATH: r PATH if it is there; a link counts even dangling or looping (a loop is an error
         # to report, not a missing file). Only the last component is tested, in its resolved directory.
         'e() { d=$(resolve "${1%/*}") || { r "$1"; return; }; '
         '{ [ -L "$d/${1##*/}" ] || [ -e "$d/${1##*/}" ]; } && r "$1"; }',
         # n PATH: a file a loader file names: read only if it resolves to a regular file (a device
-        # or FIFO is nothing the loader reads at boot, and cat would never end), at most 1 MiB + 1
+        # or FIFO is nothing the loader reads at boot, and cat would never end), at most 1 MiB
         'n() { t=$(resolve "$1") || { r "$1"; return; }; [ -f "$t" ] && '
-        f's "$1" \'head -c {MAX_NAMED_BYTES} -- "$t"\'; }}',
+        's "$1" \'bsdcrypt_read "$t"\'; }',
     ]
     standard = {loaderconf.LOADER_CONF, loaderconf.LOADER_CONF_LOCAL}
     lines += [f"{'e' if p in standard else 'n'} {sh_quote(root + p)}" for p in paths]
@@ -129,6 +139,8 @@ def _read_round(host: Host, root: str, paths: list[str], dirs: list[str]) -> lis
             raise ActError(
                 f"cannot read {path}: {st.text.strip().splitlines()[-1] if st.text.strip() else 'error'}"
             )
+        if len(st.out) > MAX_FILE_BYTES:  # checked before anything parses it
+            raise ActError(f"{path} is larger than 1 MiB: not a loader configuration bsdcrypt will read")
         out.append((path, st.out))
     return out
 
@@ -281,6 +293,7 @@ def read_root_system(host: Host, root: str) -> RootSystem:
         f"T={token}; ROOT={sh_quote(base)}",
         RESOLVE,
         FRAME_FUNCTION,
+        READ_FUNCTION,
         "s release "
         + sh_quote(
             f"t=$(resolve {sh_quote(base + '/bin/freebsd-version')}) && "
@@ -292,7 +305,7 @@ def read_root_system(host: Host, root: str) -> RootSystem:
         ),
     ]
     for path in _PRODUCT_FILES + _OPNSENSE_VERSION_FILES:
-        read = f't=$(resolve {sh_quote(base + path)}) && [ -f "$t" ] && cat -- "$t"'
+        read = f't=$(resolve {sh_quote(base + path)}) && [ -f "$t" ] && bsdcrypt_read "$t"'
         lines.append(f"s {sh_quote(path)} {sh_quote(read)}")
     lines += ['printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"', "exit 0"]
     ev = parse_output(host.run("\n".join(lines), timeout=30).stdout, token)
