@@ -134,8 +134,8 @@ def _table(run: FleetRun, clip: Callable[[str], str], failed: str, timing: str, 
 
 
 # On a narrow terminal: how far each column may narrow (0: not at all), and which go first when that is not enough.
-_LEAST = {"host": 16, "os": 12, "driver": 12, "persisted": 11, "geli_software": 9}
-_DROP = ("os", "aesni", "geli_software", "persisted")
+_LEAST = {"host": 16, "os": 12, "driver": 12, "persisted": 11, "geli_software": 9, "consumers_software": 9}
+_DROP = ("os", "aesni", "geli_software", "consumers_software", "persisted")
 
 
 def _fitted(cells: list[dict[str, str]], width: int, whole_findings: bool) -> tuple[str, str]:
