@@ -26,20 +26,28 @@ KLD_ENOEXEC = "Please check dmesg(8) for more details"
 _OK = "bsdcrypt-write: ok"
 
 
+def _crc_table() -> tuple[int, ...]:
+    table = []
+    for i in range(256):
+        crc = i << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else (crc << 1)
+        table.append(crc & 0xFFFFFFFF)
+    return tuple(table)
+
+
+_CRC = _crc_table()
+
+
 def posix_cksum(data: bytes) -> str:
     """What POSIX `cksum < file` prints (CRC and length), on FreeBSD and GNU alike."""
     crc = 0
+    table = _CRC
     for byte in data:
-        crc ^= byte << 24
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else (crc << 1)
-            crc &= 0xFFFFFFFF
+        crc = ((crc << 8) & 0xFFFFFFFF) ^ table[(crc >> 24) ^ byte]
     n = len(data)
     while n:
-        crc ^= (n & 0xFF) << 24
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else (crc << 1)
-            crc &= 0xFFFFFFFF
+        crc = ((crc << 8) & 0xFFFFFFFF) ^ table[(crc >> 24) ^ (n & 0xFF)]
         n >>= 8
     return f"{(~crc) & 0xFFFFFFFF} {len(data)}"
 
@@ -105,26 +113,36 @@ fi
 [ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
 # Until the rename succeeds, a failure removes what this run created (temp file and backup): the
 # host is left as it was. A crash (SIGKILL) can leave them; the loader reads neither.
-bak=; tmp=
-trap 'rm -f ${tmp:+"$tmp"} ${bak:+"$bak"}' EXIT
+bak=; btmp=; tmp=
+trap 'rm -f ${tmp:+"$tmp"} ${btmp:+"$btmp"} ${bak:+"$bak"}' EXIT
 if [ "$EXISTED" = 1 ]; then
+  # The backup is written as carefully as the file: under a temporary name, checked complete (its
+  # checksum is the one bsdcrypt read: a full file system gives a short copy), fsync'ed, and only
+  # then renamed to its name. A failed or partial backup is removed (trap) and nothing is edited.
   want=$(attrs "$TGT")
   b="$TGT.bsdcrypt-$(date -u +%Y%m%dT%H%M%SZ)"
   [ -e "$b" ] && b="$b.$$"
-  err=$(cp -p "$TGT" "$b" 2>&1) || die "cannot write the backup $b: ${err##*: }"
-  bak=$b
+  btmp=$(mktemp "$DIR/.$BASE.bsdcrypt-backup.XXXXXX" 2>/dev/null) ||
+    die "cannot create the backup of $F in $DIR (full or read-only file system?); nothing changed"
+  err=$(cp -p "$TGT" "$btmp" 2>&1) || die "cannot write the backup of $F: ${err##*: }; nothing changed"
+  [ "$(cksum < "$btmp")" = "$CKSUM" ] ||
+    die "the backup of $F is incomplete (full file system?); it was removed and nothing changed"
   # cp -p run by a user who is not root silently gives the copy that user's owner: check.
-  [ "$(attrs "$bak")" = "$want" ] || die "cannot keep the owner, group and mode of $F on its backup (run as root?)"
-  syncf "$bak" || die "cannot fsync the backup $bak"
+  [ "$(attrs "$btmp")" = "$want" ] || die "cannot keep the owner, group and mode of $F on its backup (run as root?)"
+  syncf "$btmp" || die "cannot fsync the backup of $F; nothing changed"
+  err=$(mv -f "$btmp" "$b" 2>&1) || die "cannot name the backup $b: ${err##*: }; nothing changed"
+  bak=$b; btmp=
 fi
-tmp=$(mktemp "$DIR/.$BASE.bsdcrypt.XXXXXX" 2>/dev/null) || die "cannot create a temporary file in $DIR"
+tmp=$(mktemp "$DIR/.$BASE.bsdcrypt.XXXXXX" 2>/dev/null) || die "cannot create a temporary file in $DIR; nothing changed"
 if [ "$EXISTED" = 1 ]; then
-  err=$(cp -p "$TGT" "$tmp" 2>&1) || die "cannot copy $F's owner and mode: ${err##*: }"
+  err=$(cp -p "$TGT" "$tmp" 2>&1) || die "cannot copy $F's owner and mode: ${err##*: }; nothing changed"
   [ "$(attrs "$tmp")" = "$want" ] || die "cannot keep the owner, group and mode of $F (run as root?)"
 else
   chmod 644 "$tmp" || die "cannot make the new $F mode 0644"
 fi
-err=$(cat 2>&1 > "$tmp") || die "cannot write the new content of $F: ${err##*: }"
+err=$(cat 2>&1 > "$tmp") || die "cannot write the new content of $F: ${err##*: }; nothing changed"
+[ "$(cksum < "$tmp")" = "$NEWSUM" ] ||
+  die "the new content of $F was not written in full (full file system?); nothing changed"
 syncf "$tmp" || die "cannot fsync the new content of $F"
 __CRASH__
 err=$(mv -f "$tmp" "$TGT" 2>&1) || die "cannot rename the new content over $F: ${err##*: }"
@@ -171,7 +189,7 @@ echo "bsdcrypt-write: ok"
 """
 
 _WRAPPER = r"""
-F=__F__; EXISTED=__EXISTED__; CKSUM=__CKSUM__; ROOT=__ROOT__; BAK=__BAK__
+F=__F__; EXISTED=__EXISTED__; CKSUM=__CKSUM__; NEWSUM=__NEWSUM__; ROOT=__ROOT__; BAK=__BAK__
 PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH
 LC_ALL=C; export LC_ALL
 die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
@@ -181,7 +199,7 @@ DIR=$(dirname -- "$TGT"); BASE=$(basename -- "$TGT")
 [ -d "$DIR" ] || die "directory $DIR does not exist"
 [ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
 __SAMEPATH__ "nothing changed, run again"
-export F TGT DIR BASE EXISTED CKSUM BAK
+export F TGT DIR BASE EXISTED CKSUM NEWSUM BAK
 BODY=__BODY__
 LOCK="$DIR/.bsdcrypt.lock"; WAIT=__WAIT__
 # The lock tool runs BODY in a fresh /bin/sh -c (parsed alone, never by a login shell) while it holds
@@ -215,7 +233,15 @@ LOCK_WAIT_SECONDS = 30
 
 
 def _locked(
-    body: str, path: str, *, existed: bool, cksum: str, root: str, backup: str = "", busy: str = "nothing written"
+    body: str,
+    path: str,
+    *,
+    existed: bool,
+    cksum: str,
+    root: str,
+    backup: str = "",
+    busy: str = "nothing written",
+    new_cksum: str = "",
 ) -> str:
     return (
         _WRAPPER.replace("__RESOLVE__", RESOLVE)
@@ -224,6 +250,7 @@ def _locked(
         .replace("__F__", sh_quote(path))
         .replace("__EXISTED__", "1" if existed else "0")
         .replace("__CKSUM__", sh_quote(cksum))
+        .replace("__NEWSUM__", sh_quote(new_cksum))
         .replace("__BAK__", sh_quote(backup))
         .replace("__WAIT__", str(int(LOCK_WAIT_SECONDS)))
         .replace("__BUSY__", busy)
@@ -234,7 +261,10 @@ def _locked(
 def write_script(edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> str:
     """The sh snippet that replaces `edit.path` with the bytes on its stdin (see docs/enable.md)."""
     body = WRITE_BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":").replace("__ATTRS__", _ATTRS)
-    return _locked(body, edit.path, existed=edit.existed, cksum=posix_cksum(edit.before), root=root)
+    return _locked(
+        body, edit.path, existed=edit.existed, cksum=posix_cksum(edit.before), root=root,
+        new_cksum=posix_cksum(edit.after),
+    )
 
 
 def check_script(edits: list[FileEdit], *, root: str = "") -> str:
