@@ -224,7 +224,7 @@ def test_in_generic_is_about_the_stock_kernel_of_the_host(name: str, expected: b
 
 
 def test_in_generic_of_an_hbsd_appliance_without_kldstat_is_unknown() -> None:
-    from bsdcrypt.assess.core import in_generic
+    from bsdcrypt.assess.driver import in_generic
     from bsdcrypt.status import OSInfo
 
     opnsense = OSInfo(variant="opnsense", base="hardenedbsd", major=12, minor=1, kernel_ident="SMP")

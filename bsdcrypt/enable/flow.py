@@ -138,7 +138,7 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
         files = read_loader_files(host, root) if root else files_from_evidence(evidence)
     except ActError as exc:  # a device, FIFO or huge file, a link loop: one line, nothing changed
         raise FlowError(str(exc)) from None
-    from bsdcrypt.assess.core import UNCOLLECTED
+    from bsdcrypt.assess.persist import UNCOLLECTED
 
     if not root and UNCOLLECTED in (status.persist.uncertain or "") and host.can_exec:
         try:  # follow loader_conf_files & co. to the end

@@ -1,0 +1,282 @@
+"""The AES drivers (aesni, armv8crypto, ossl, ...): compiled in, loaded, not loaded, no device, missing."""
+
+from __future__ import annotations
+
+from bsdcrypt.assess.os import raw_text
+from bsdcrypt.facts import DmesgBoot, DriverMessage, KldFile
+from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
+from bsdcrypt.platform import (
+    AES_DRIVERS,
+    APPLIANCES,
+    KERNEL_DRIVERS,
+    primary_driver,
+)
+from bsdcrypt.probe import Evidence, File, StepName, file_step, kldstat_m_step
+from bsdcrypt.status import CPUInfo, DriverInfo, OSInfo
+
+# Appliances build their own kernel config (platform.APPLIANCES): their stock kernel is that one, not
+# GENERIC or HARDENEDBSD.
+STOCK_IDENTS = ("GENERIC", "HARDENEDBSD")
+
+
+def in_generic(
+    driver: str, os: OSInfo, compiled_in: bool | None = None, appliance_possible: bool = False
+) -> bool | None:
+    """Does this release's stock kernel compile the driver in?
+
+    The stock kernel is GENERIC (aesni and armv8crypto from 13.0), HardenedBSD's HARDENEDBSD (aesni since
+    10), or an appliance's own kernel, whose config bsdcrypt does not know: there the running kernel is the
+    evidence (`compiled_in`: nexus/aesni under `kernel` in kldstat -v, or not: loaded from aesni.ko or not
+    registered). OPNsense 20.7/21.1 run HardenedBSD 12.1 with their own SMP kernel, which loads aesni.ko.
+    `appliance_possible`: the files that name an appliance were not collected, so a kernel that is not
+    GENERIC may be one.
+    """
+    if os.major is None:
+        return None
+    ident = (os.kernel_ident or "").upper()
+    if (os.variant in APPLIANCES or appliance_possible) and not ident.startswith(STOCK_IDENTS):
+        return compiled_in  # the appliance's own config, which bsdcrypt does not know; None if not seen
+    if driver == "aesni" and os.base == "hardenedbsd":
+        return os.major >= 10
+    if driver in AES_DRIVERS:
+        return os.major >= 13
+    return False
+
+
+def driver_infos(
+    ev: Evidence, dev: dict[str, str], dmesg: DmesgBoot, os: OSInfo, cpu: CPUInfo
+) -> list[DriverInfo]:
+    kld = parse_kldstat(raw_text(ev, StepName.KLDSTAT_V)) if ev.step(StepName.KLDSTAT_V) is not None else []
+    primary = primary_driver(os.arch)
+    if primary is None and os.arch is None:
+        # architecture not shown (a kldstat paste): aesni.ko exists only on x86, armv8crypto on arm64
+        primary = next((d for d in AES_DRIVERS if _registered(ev, d, kld) or last_message(dmesg, d)), None)
+    infos: list[DriverInfo] = []
+    for name in KERNEL_DRIVERS:
+        info = _driver_info(name, ev, kld, dev, dmesg, os)
+        if info.attached is None and info.state in ("builtin", "loaded") and _cannot_attach(name, cpu):
+            # aesni_probe needs AESNI or SHA, armv8_crypto_probe needs AES: this CPU has neither
+            info.attached, info.accelerates_aes, info.state = False, False, "no-device"
+        if name == "ossl" and info.attached:
+            info.algorithms, info.accelerates_aes = ossl_algorithms(os, cpu, dmesg)
+        if name == primary:
+            infos.insert(0, info)
+        elif info.attached:  # other drivers only when they do something (padlock on Intel never attaches)
+            infos.append(info)
+    if primary is None:
+        # an architecture without an AES driver, or one that was not shown
+        infos.insert(0, DriverInfo(name=None, state="missing" if os.arch else "unknown"))
+    return infos
+
+
+# What ossl(4) does (sys/crypto/openssl/ossl.c, ossl_probesession/ossl_lookup_cipher). Its device
+# description is just "OpenSSL crypto", so the algorithms come from the source of the release:
+#   13.0 (@ed0f7721, Mar 2021): SHA1/SHA2 digests and HMACs, Poly1305, ChaCha20, ChaCha20-Poly1305;
+#   main from Sept 2021 (ossl.4 @197ff4c3, 14.0): AES-CBC when ossl_cpuid() finds AES (x86: the AESNI
+#   CPUID bit; arm64: HWCAP_AES); 14.0 amd64: AES-GCM when the CPU has AVX+PCLMULQDQ+MOVBE or
+#   VAES+VPCLMULQDQ (ossl_x86.c; FreeBSD-EN-23:17.ossl fixed it in 14.0). Never AES-XTS, GELI's default.
+# Whether stable/13 (13.1+) got AES-CBC is not verified, nor exactly when 14-CURRENT did: accelerates_aes
+# is None there. (Checked: freebsd-src's ossl.c @ed0f7721 has no cipher but ChaCha20; a later tree @298b6a0e
+# has ossl_lookup_cipher's CRYPTO_AES_CBC case and ossl_aes.c, but nothing in it tells main from stable/13;
+# ossl.4 of a 14.0-CURRENT tree (Nevuqe/nqc @c74f302d, newvers.sh 14.0-CURRENT) is dated September 24, 2021
+# and lists AES-CBC without AES-GCM, so main had it from about then; no releng/13.x or stable/13 copy of
+# sys/crypto/openssl and no 13.x ossl.4 was reachable; the 13.1 release notes do not name ossl. See
+# docs/notes.md, issue 15.)
+OSSL_BASE = (
+    "ChaCha20", "ChaCha20-Poly1305", "Poly1305", "SHA1", "SHA1-HMAC", "SHA2-224", "SHA2-224-HMAC",
+    "SHA2-256", "SHA2-256-HMAC", "SHA2-384", "SHA2-384-HMAC", "SHA2-512", "SHA2-512-HMAC",
+)
+
+
+def ossl_algorithms(os: OSInfo, cpu: CPUInfo, dmesg: DmesgBoot) -> tuple[list[str], bool | None]:
+    """(algorithms, accelerates_aes) of an attached ossl0 on this release and CPU."""
+    algos = list(OSSL_BASE)
+    if os.major is None or os.major < 13:
+        return algos, None  # ossl first appeared in 13.0: an unknown or odd kernel
+    if os.major == 13 and os.minor == 0 and os.branch not in ("STABLE", "PRERELEASE", "CURRENT"):
+        return algos, False  # 13.0-RELEASE (or its BETA/RC): no AES in ossl yet
+    if os.major == 13 or (os.major == 14 and os.branch == "CURRENT") or cpu.aesni is None:
+        return algos, None
+    if not cpu.aesni:
+        return algos, False
+    aes = ["AES-CBC"]
+    f2, ext2 = dmesg.cpu.features2 or frozenset(), dmesg.cpu.stdext2 or frozenset()
+    if os.arch == "amd64" and ({"AVX", "PCLMULQDQ", "MOVBE"} <= f2 or {"VAES", "VPCLMULQDQ"} <= ext2):
+        aes.append("AES-GCM")
+    return aes + algos, True
+
+
+def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
+    st = ev.step(kldstat_m_step(name))
+    if st is not None and st.rc in (0, 1):
+        return st.rc == 0
+    if not kld and ev.step(StepName.KLDSTAT_FILTERED) is not None:
+        # `kldstat | grep ...` pasted: a line it shows is real, a line it lacks means nothing
+        shown = parse_kldstat(raw_text(ev, StepName.KLDSTAT_FILTERED))
+        seen = file_containing(shown, f"nexus/{name}") is not None or any(f.name == f"{name}.ko" for f in shown)
+        return True if seen else None
+    if kld and any(f.modules for f in kld):
+        return file_containing(kld, f"nexus/{name}") is not None
+    if kld and any(f.name == f"{name}.ko" for f in kld):
+        return True  # plain kldstat (no -v) lists the module file
+    return None  # plain kldstat without it: compiled in or not loaded, it cannot tell
+
+
+def _cannot_attach(name: str, cpu: CPUInfo) -> bool:
+    if name == "aesni":
+        return cpu.aesni is False and cpu.sha is False
+    if name == "armv8crypto":
+        return cpu.aesni is False
+    return False
+
+
+def module_files(ev: Evidence) -> list[str] | None:
+    """The crypto .ko files in kern.module_path's directories (the module_files step), None if not run."""
+    st = ev.step(StepName.MODULE_FILES)
+    if st is None or st.rc != 0:
+        return None
+    return [line.strip() for line in st.text.splitlines() if line.strip().endswith(".ko")]
+
+
+def stock_kernel(os: OSInfo) -> bool:
+    """The release's own GENERIC (or HardenedBSD's HARDENEDBSD) kernel, by its config name."""
+    return (os.kernel_ident or "").upper().startswith(STOCK_IDENTS)
+
+
+def _driver_info(
+    name: str, ev: Evidence, kld: list[KldFile], dev: dict[str, str], dmesg: DmesgBoot, os: OSInfo
+) -> DriverInfo:
+    ko = f"/boot/kernel/{name}.ko"
+    info = DriverInfo(name=name)
+    registered = _registered(ev, name, kld)
+    # a filtered kldstat paste shows the file holding the module, when it shows it at all
+    filtered = StepName.KLDSTAT_FILTERED
+    shown = kld or (parse_kldstat(raw_text(ev, filtered)) if ev.step(filtered) else [])
+    holder = file_containing(shown, f"nexus/{name}") if shown else None
+    if holder is None and registered:
+        holder = next((f for f in shown if f.name == f"{name}.ko"), None)
+    desc = dev.get(f"dev.{name}.0.%desc")
+    boot_msg = last_message(dmesg, name)
+    if desc is not None:
+        info.attached = True
+        info.algorithms = [a for a in desc.split(",") if a]
+    elif ev.step(StepName.SYSCTL_DEV) is not None and registered is not None:
+        info.attached = False
+    elif boot_msg is not None:
+        info.attached = boot_msg.attached
+        info.algorithms = list(boot_msg.algorithms)
+    if info.attached:
+        info.accelerates_aes = any(a.startswith("AES") for a in info.algorithms) if info.algorithms else None
+    elif info.attached is False:
+        info.accelerates_aes = False
+
+    if registered:
+        if holder is not None and holder.name != "kernel" and holder.id != 1:
+            info.state = "loaded"
+            info.compiled_in = False
+            info.module_file = holder.path or ko
+        elif holder is None and not any(f.modules for f in kld) and ev.step(kldstat_m_step(name)) is not None:
+            # registered (kldstat -m) but kldstat -v was not collected: in the kernel or a module; a
+            # GENERIC kernel's config tells which
+            stock = in_generic(name, os) if stock_kernel(os) else None
+            if stock is None:
+                info.state = "unknown"
+                info.reason = f"{name} is registered, but without kldstat -v it cannot tell compiled in from loaded"
+            else:
+                info.state = "builtin" if stock else "loaded"
+                info.compiled_in = stock
+        else:
+            info.state = "builtin"
+            info.compiled_in = True
+        if info.attached is False and info.state != "unknown":
+            info.state = "no-device"
+    elif registered is False:
+        exists = ev.exists(ko)
+        found = module_files(ev)
+        elsewhere = next((f for f in found or () if f.endswith(f"/{name}.ko") and f != ko), None)
+        if exists or elsewhere:
+            info.state = "not-loaded"
+            info.module_file = ko if exists else elsewhere
+        elif exists is False and found is not None:
+            info.state = "missing"  # not in /boot/kernel nor in any kern.module_path directory
+        else:
+            info.state = "unknown"
+            info.reason = (
+                f"{name} is not loaded, and whether {name}.ko is on disk was not checked"
+                if exists is not False else f"{name}.ko is not in /boot/kernel; kern.module_path's other "
+                "directories (/boot/modules) were not checked"
+            )
+        info.attached = False
+        info.accelerates_aes = False
+        info.compiled_in = False
+    elif boot_msg is not None:
+        _from_boot_message(info, boot_msg, os)
+    else:
+        info.reason = _no_kldstat(ev, kld)
+    if boot_msg is not None:
+        info.at_boot = True
+    elif dmesg.root_mounted and stock_kernel(os) and in_generic(name, os) is False:
+        info.at_boot = False  # a complete boot of a GENERIC without the driver, and no line of it
+    info.in_generic = in_generic(name, os, info.compiled_in, appliance_possible(ev, os))
+    return info
+
+
+def appliance_possible(ev: Evidence, os: OSInfo) -> bool:
+    """The files that name an appliance were not all collected and the kernel is not a stock one."""
+    return (
+        os.variant in ("freebsd", "hardenedbsd") and any(k not in ev.steps for k in PRODUCT_STEPS)
+        and not stock_kernel(os)
+    )
+
+
+def _no_kldstat(ev: Evidence, kld: list[KldFile]) -> str:
+    what = "pasted" if ev.origin == "paste" else "collected"
+    if kld and not any(f.modules for f in kld):
+        # plain `kldstat`: the files loaded, not the modules compiled into the kernel
+        return f"the {what} kldstat is without -v: it lists the files loaded, not what the kernel has compiled in"
+    return f"kldstat -v was not {what}"
+
+
+def _from_boot_message(info: DriverInfo, msg: DriverMessage, os: OSInfo) -> None:
+    """Without kldstat: what the driver's boot message in dmesg.boot shows, on a kernel whose config is
+    known (GENERIC of a release that does or does not compile the driver in). Else the state stays unknown."""
+    compiled = in_generic(info.name or "", os) if stock_kernel(os) else None
+    if compiled is None:
+        info.state = "unknown"
+        kernel = (
+            f"a {os.kernel_ident} kernel of a release not shown" if stock_kernel(os) and os.release is None
+            else f"a kernel whose config ({os.kernel_ident or 'not shown'}) bsdcrypt does not know"
+        )
+        info.reason = (
+            f"kldstat -v is missing, and dmesg's {info.name}0 line cannot tell compiled in from loaded on {kernel}"
+        )
+        return
+    info.compiled_in = compiled
+    if compiled:
+        info.state = "builtin" if msg.attached else "no-device"
+    else:
+        # GENERIC of this release lacks the driver: the message came from the module (aesni.ko),
+        # preloaded by the loader (before the root mount) or kldloaded later; a module stays loaded
+        # whether or not its device attached
+        info.state = "loaded" if msg.attached else "no-device"
+
+
+def preloaded(dmesg: DmesgBoot, driver: DriverInfo) -> bool:
+    """The loader loaded the driver's module at the last boot: a GENERIC kernel without the driver
+    printed its attach (or probe) message before mounting root."""
+    if driver.compiled_in is not False or driver.state not in ("loaded", "no-device") or driver.name is None:
+        return False
+    msg = last_message(dmesg, driver.name)
+    return msg is not None and msg.before_root is True
+
+
+def last_message(dmesg: DmesgBoot, driver: str) -> DriverMessage | None:
+    found = [m for m in dmesg.drivers if m.driver == driver]
+    return found[-1] if found else None
+
+
+# The steps that tell an appliance from plain FreeBSD (parse_product's inputs for pfSense/OPNsense).
+PRODUCT_STEPS = (
+    file_step(File.PLATFORM), file_step(File.VERSION), StepName.OPNSENSE_VERSION, file_step(File.PFSENSE_RELEASE)
+)
+

@@ -1,0 +1,150 @@
+"""Whether the driver comes back at the next boot: loader configuration, appliance settings, preloads."""
+
+from __future__ import annotations
+
+import re
+
+from bsdcrypt.assess.driver import PRODUCT_STEPS, preloaded, stock_kernel
+from bsdcrypt.facts import DmesgBoot
+from bsdcrypt.loader.conf import LOADER_CONF_DIR, all_assignments, files_from_evidence, is_yes
+from bsdcrypt.loader.model import DEVICE_HINTS, GENERATION_NAMES, Outcome, agree, needed, outcomes
+from bsdcrypt.platform import (
+    GUI_LOADED,
+)
+from bsdcrypt.probe import EXISTS_PREFIX, Evidence, File, StepName, dir_step, file_step
+from bsdcrypt.status import CPUInfo, DriverInfo, OSInfo, PersistInfo
+
+APPLIANCE_SETTING = "appliance setting"
+
+
+APPLIANCE_INFERRED = "appliance setting (inferred)"
+
+
+_CRYPTO_TAG = re.compile(r"<crypto_hardware>([^<]*)</crypto_hardware>|<crypto_hardware\s*/>")
+
+
+def appliance_crypto(ev: Evidence) -> str | None:
+    """pfSense/OPNsense config.xml's <crypto_hardware> value ("" for None), or None if unreadable."""
+    st = ev.step(StepName.APPLIANCE_CRYPTO)
+    if st is None or st.rc not in (0, 1):
+        return None  # not collected, not readable without root (2), or no config.xml (3)
+    m = _CRYPTO_TAG.search(st.text)
+    return (m.group(1) or "").strip() if m else ""
+
+
+def loader_files_complete(ev: Evidence, major: int | None) -> str | None:
+    """None when every loader configuration file the loader reads was collected, else what is missing.
+
+    The probe frames each file it tried (rc 1 when absent); the loader.conf.d files come from a loop
+    that runs before the module file checks, so those checks show it ran. A paste shows only what was
+    pasted."""
+    missing = [p for p in (File.LOADER_CONF, File.LOADER_CONF_LOCAL) if ev.step(file_step(p)) is None]
+    if (major is None or major >= 13) and not any(k.startswith(EXISTS_PREFIX) for k in ev.steps):
+        missing.append("/boot/loader.conf.d")
+    return ", ".join(missing) or None
+
+
+UNCOLLECTED = "which the probe did not collect"  # in PersistInfo.uncertain: enable reads those files itself
+
+
+def _uncollected(ev: Evidence, outs: list[Outcome]) -> list[str]:
+    """What the loader may read that the probe did not collect (a file loader_conf_files names, a
+    directory loader_conf_dirs names). /boot/device.hints, which older probes did not read, is taken
+    to hold device hints only."""
+    paths, dirs = needed(outs)
+    out = [p for p in sorted(paths) if ev.step(file_step(p)) is None and p != DEVICE_HINTS]
+    out += [d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and ev.step(dir_step(d.rstrip("/"))) is None]
+    return out
+
+
+def _uncertainty(ev: Evidence, outs: list[Outcome], name: str) -> str | None:
+    missing = _uncollected(ev, outs)
+    if missing:
+        return f"the loader also reads {', '.join(missing[:3])}, {UNCOLLECTED}"
+    unmodelled = [u for o in outs for u in o.unmodelled]
+    if unmodelled:
+        return unmodelled[0]
+    if agree(outs, lambda o: o.loads) is None:
+        by_gen = {g: [o for o in outs if o.generation == g] for g in sorted({o.generation for o in outs})}
+        if len(by_gen) > 1 and all(agree(group, lambda o: o.loads) is not None for group in by_gen.values()):
+            yes = [GENERATION_NAMES[g] for g, group in by_gen.items() if group[0].loads]
+            return (
+                f"only {' and '.join(yes) or 'no generation'} loads it: the lua loaders before and since 14.1 read "
+                f"loader.conf.local and loader.conf.d in a different order, and {name} differs between them"
+            )
+        return (
+            f"{name} differs between loader.conf.d files, which the loader reads in directory order (not by "
+            "name): which one wins depends on the file system"
+        )
+    return None
+
+
+def persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dmesg: DmesgBoot) -> PersistInfo:
+    if driver.name is None:
+        # no AES driver for this architecture: nothing to persist; architecture unknown: unknown
+        return PersistInfo(configured=False, needed=False) if os.arch else PersistInfo()
+    variant = os.variant
+    name = f"{driver.name}_load"
+    files = files_from_evidence(ev)
+    outs = outcomes(files, driver.name, os.major)
+    assignment = outs[0].load  # the likeliest generation, loader.conf.d by name
+    value = assignment.value if assignment else None
+    yes = is_yes(assignment)
+    info = PersistInfo(value=value)
+    read = {p for o in outs for p in o.order}
+    unread = [a for a in all_assignments([f for f in files if f[0] not in read], name) if "/loader.conf.d/" in a.path]
+    if unread:
+        info.ignored = f"{unread[-1].path}:{unread[-1].line}"
+    if assignment is not None:
+        info.source = f"{assignment.path}:{assignment.line}"
+    hit = next((o.blacklist for o in outs if o.blacklist is not None), None)
+    if hit is not None and not driver.compiled_in:
+        info.blacklisted = f"{hit.path}:{hit.line}"
+    usable: bool | None = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
+    if usable and cpu.aesni is None and driver.attached is not True or driver.state == "unknown":
+        usable = None  # whether the CPU could use the driver, or the driver is there, is not known
+    incomplete = loader_files_complete(ev, os.major)
+    product_unknown = any(k not in ev.steps for k in PRODUCT_STEPS) and not stock_kernel(os)
+    loads = agree(outs, lambda o: o.loads)
+    if driver.compiled_in:
+        info.configured = True
+        info.needed = False
+        info.source = info.source if yes else "kernel"
+    elif variant in GUI_LOADED and not yes:
+        # pfSense/OPNsense load the module from their own crypto setting at boot (config.xml), not from
+        # a loader.conf line; read it where the probe could, else infer it from the module being loaded.
+        setting = appliance_crypto(ev)
+        info.needed = usable
+        if setting is not None:
+            info.configured = driver.name in setting.split(",") or any(driver.name in v for v in setting.split(","))
+            info.source = f"{APPLIANCE_SETTING} (config.xml crypto_hardware={setting or 'none'})"
+        elif driver.state == "loaded":
+            info.configured = None
+            info.source = APPLIANCE_INFERRED
+            info.reason = "the appliance's config.xml was not collected or not readable without root"
+        else:
+            info.configured = None
+            info.reason = "the appliance's config.xml was not collected or not readable without root"
+    elif incomplete is None and not product_unknown and (loads or driver.compiled_in is False):
+        # every file the loader reads was collected (loadermodel: each loader generation, the
+        # loader.conf.d orders it may use); where they disagree, `uncertain` says why
+        info.uncertain = _uncertainty(ev, outs, name)
+        info.configured = None if info.uncertain else loads
+        info.needed = usable if driver.state != "unknown" else None
+    elif preloaded(dmesg, driver):
+        # the loader loaded the module at the last boot, so the configuration it read loads it
+        info.configured = True
+        info.needed = True
+        info.source = info.source if yes else "loader (preloaded at boot: dmesg.boot)"
+    else:
+        info.configured = None  # the loader configuration (or the appliance's) was not collected in full
+        info.needed = False if usable is False and driver.state != "unknown" else None
+        what = "pasted" if ev.origin == "paste" else "collected"
+        if incomplete is not None:
+            info.reason = f"not {what}: {incomplete}"
+        elif driver.compiled_in is None and not product_unknown:
+            info.reason = f"whether {driver.name} is compiled into this kernel is not known"
+        else:
+            info.reason = "whether this is an appliance that loads it from its own setting was not " + what
+    return info
+
