@@ -59,7 +59,7 @@ def main() -> None:
     from bsdcrypt.fleet.run import Auditor, FleetOptions
     from bsdcrypt.hostsfile import read_hosts
     from bsdcrypt.render import fleet as render_fleet
-    from bsdcrypt.ssh import host as ssh_host
+    from bsdcrypt.ssh import client as ssh_host
 
     work = Path(tempfile.mkdtemp(prefix="bsdcrypt-fleet-phases-"))
     roots: dict[Path, Path] = {}

@@ -59,6 +59,7 @@ REMEDIES: dict[str, str] = {
     ),
     "no-keys": "Load a key into ssh-agent or set IdentityFile in ~/.ssh/config (passwords are never used).",
     "proxy": "Check ProxyJump/ProxyCommand for this host: `ssh -G HOST`.",
+    "unsupported": "The in-process client cannot honour what ssh_config or known_hosts asks: rerun with --ssh openssh.",
     "config": "Fix the ssh client configuration or the hosts file entry.",
     "cut-off": (
         "The probe did not finish: look for a login script or resource limit killing /bin/sh on the host."

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt, error_line, literal_help, nonempty, seconds
+from bsdcrypt.cli.options import FleetFormatOpt, OutputOpt, SSHOpt, error_line, literal_help, nonempty, seconds
 
 if TYPE_CHECKING:
     from bsdcrypt.hostsfile import HostEntry
@@ -44,6 +44,7 @@ def fleet_audit(
             "--accept-new", help="Add unknown host keys to known_hosts (changed keys are always errors)."
         ),
     ] = False,
+    ssh: SSHOpt = "paramiko",
     fmt: FleetFormatOpt = "table",
     output: OutputOpt = None,
     quiet: Annotated[
@@ -62,7 +63,7 @@ def fleet_audit(
 
     try:
         with sigterm_raises():  # like Ctrl-C: hosts aborted, ProxyCommands killed, exit 143
-            code = _fleet_audit(hosts_file, parallel, timeout, ssh_config, accept_new, fmt, output, quiet)
+            code = _fleet_audit(hosts_file, parallel, timeout, ssh_config, accept_new, fmt, output, quiet, ssh)
     except Interrupted as exc:  # Ctrl-C or SIGTERM: no report; what the run had got to
         interrupted = exc if isinstance(exc, FleetInterrupted) else FleetInterrupted(exc.signame)
         typer.echo(f"bsdcrypt: fleet-audit {interrupted.describe()}; no report written", err=True)
@@ -90,6 +91,7 @@ def _fleet_audit(
     fmt: str,
     output: str | None,
     quiet: bool,
+    client: str = "paramiko",
 ) -> int:
     import gc
 
@@ -116,6 +118,7 @@ def _fleet_audit(
         timeout=timeout,
         ssh_config=ssh_config,
         accept_new=accept_new,
+        client=client,
     )
     auditor = fleet.Auditor(options)
     auditor.prepare(entries, strict=True)  # a bad --ssh-config is one error, not a row per host

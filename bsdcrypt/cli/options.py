@@ -48,6 +48,25 @@ HostOpt = Annotated[
 ]
 
 
+SSHOpt = Annotated[
+    str,
+    typer.Option(
+        "--ssh",
+        help="SSH client for SSH hosts: paramiko (default, in-process) or openssh (the system ssh: certificates, "
+        "host CAs, FIDO keys, IdentityAgent).",
+        envvar="BSDCRYPT_SSH_CLIENT",
+        callback=lambda value: ssh_client(value),
+    ),
+]
+
+
+def ssh_client(value: str) -> str:
+    """Option callback for --ssh: paramiko or openssh."""
+    if value not in ("paramiko", "openssh"):
+        raise typer.BadParameter(f"{value!r} is not one of: paramiko, openssh")
+    return value
+
+
 def error_line(message: object) -> str:
     """`bsdcrypt: MESSAGE` as one line of printable text: an error can quote host text (a banner, a
     file name, a host name), shown through the renderers' sanitizer and cut (bsdcrypt.text)."""

@@ -113,6 +113,7 @@ class FleetOptions:
     timeout: float = DEFAULT_TIMEOUT
     ssh_config: str | None = None
     accept_new: bool = False
+    client: str = "paramiko"  # --ssh: paramiko's public API, or the system ssh client ("openssh")
 
 
 class Auditor:
@@ -126,9 +127,14 @@ class Auditor:
     def ssh_context(self) -> Any:
         with self._ctx_lock:
             if self._ctx is None:
-                from bsdcrypt.ssh import SSHContext
+                if self.options.client == "openssh":
+                    from bsdcrypt.ssh.openssh import OpenSSHContext
 
-                self._ctx = SSHContext(self.options.ssh_config, accept_new=self.options.accept_new)
+                    self._ctx = OpenSSHContext(self.options.ssh_config, accept_new=self.options.accept_new)
+                else:
+                    from bsdcrypt.ssh import SSHContext
+
+                    self._ctx = SSHContext(self.options.ssh_config, accept_new=self.options.accept_new)
             return self._ctx
 
     def prepare(self, entries: Sequence[HostEntry], strict: bool = False) -> None:
@@ -159,29 +165,23 @@ class Auditor:
         return entry.key
 
     def eager_identity(self, entry: HostEntry) -> Hashable | None:
-        """An SSH line's identity (as `host_identity`) looked up before the run, when that is cheap: the
-        ssh config has no `Match exec` (a lookup is then microseconds of CPU). None when it is not cheap,
-        for replays, and when the lookup fails (the host's worker reports that)."""
-        if entry.replay is not None or not entry.host:
-            return None
-        try:
-            ctx = self.ssh_context()
-            if getattr(ctx, "match_exec", True):
-                return None
-            return ("ssh", *ctx.target(entry.host, entry.user, entry.port).identity())
-        except BsdcryptError:
-            return None
+        """An SSH line's identity before the run: never (each line's ssh config is looked up by its
+        worker, under the host's deadline: `ssh -G` is a process, and a `Match exec` may be slow)."""
+        return None
 
     def host_identity(self, entry: HostEntry, host: Host) -> Hashable | None:
-        """An SSH host's identity once its worker has looked its config up: everything the ssh config
-        makes of the line (host name, port, user, proxy, keys, known_hosts...), so `fw1` and `fw1:22`
-        are one host unless the config gives `fw1` another Port, and `fw1` and `root@fw1` are one when
-        the config's (or the local) user is root; two aliases of one address are one only if every
-        setting agrees. None for anything else (replays were compared by quick_identity)."""
-        target = getattr(host, "target", None)
-        if entry.replay is not None or target is None:
+        """An SSH host's identity, looked up by its worker (paramiko path: `ssh -G`, abortable): everything
+        the ssh config makes of the line (host name, port, user, proxy, keys, known_hosts...), so `fw1` and
+        `fw1:22` are one host unless the config gives `fw1` another Port; on the openssh path the line as
+        written (ssh resolves the rest). None for anything else (replays were compared by quick_identity)."""
+        if entry.replay is not None:
             return None
-        return ("ssh", *target.identity())
+        inner = getattr(host, "host", host)  # under -v, the VerboseHost's host
+        resolve = getattr(inner, "resolve", None)
+        if resolve is not None:
+            return ("ssh", *resolve().identity())
+        identity = getattr(inner, "identity", None)
+        return identity() if identity is not None else None
 
     def make_host(self, entry: HostEntry) -> Host:
         if entry.replay is not None:
@@ -193,7 +193,7 @@ class Auditor:
             ssh=self.ssh_context(),
             timeout=self.options.timeout,
             max_output=PROBE_MAX_OUTPUT,  # hosts answering garbage must not hold 32 MiB each
-            single_run=True,  # one probe a host: no transport thread (bsdcrypt/ssh/oneshot.py)
+            client=self.options.client,
         )
 
     def audit(self, entry: HostEntry, on_host: Callable[[Host], None] | None = None) -> HostResult:
@@ -254,12 +254,6 @@ class _Running:
 def timed_out(entry: HostEntry, timeout: float, elapsed: float, why: str) -> HostResult:
     reason = f"timed out after {timeout:g}s ({why})"
     return HostResult(entry, failed_status(entry, "timeout", reason), elapsed, reason, "timeout")
-
-
-def _kill_match_execs(thread: int) -> None:
-    config = sys.modules.get("bsdcrypt.ssh.config")  # loaded only if a host used SSH
-    if config is not None:
-        config.kill_match_execs(thread)
 
 
 def _duplicate_notes(entries: Sequence[HostEntry], dup_of: dict[int, int]) -> list[str]:
@@ -404,9 +398,7 @@ def run_fleet(
                 if not slot.aborted:
                     slot.aborted = True
                     if slot.host is not None and hasattr(slot.host, "abort"):
-                        slot.host.abort()
-                    else:  # not connecting yet: still in its ssh config lookup, maybe a Match exec
-                        _kill_match_execs(slot.thread)
+                        slot.host.abort()  # its socket, ProxyCommand, ssh or `ssh -G` process
                 elif now >= slot.deadline + GRACE:
                     with lock:  # unless its worker finished meanwhile (its result is then in the queue)
                         gone = running.get(j) is slot
@@ -489,13 +481,10 @@ def _stop(
 
 def _sweep() -> None:
     """Kill what hosts that were given up or interrupted may have left running: ProxyCommands (their
-    process groups) and `Match exec` commands."""
-    proxy = sys.modules.get("bsdcrypt.ssh.proxy")  # loaded only if a host used SSH
-    if proxy is not None:
-        proxy.kill_all()
-    config = sys.modules.get("bsdcrypt.ssh.config")
-    if config is not None:
-        config.kill_match_execs()
+    process groups)."""
+    sockets = sys.modules.get("bsdcrypt.ssh.sockets")  # loaded only if a host used SSH
+    if sockets is not None:
+        sockets.kill_all()
 
 
 def default_parallel() -> int:

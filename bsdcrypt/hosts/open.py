@@ -1,4 +1,5 @@
-"""The only host factory: a spec (hosts/spec.py) becomes a LocalHost, a ReplayHost or an SSHHost.
+"""The only host factory: a spec (hostspec.py) becomes a LocalHost, a ReplayHost, an SSHHost (paramiko)
+or an OpenSSHHost (the system ssh).
 
 Each kind is imported only when asked for: paramiko stays off the local and replay paths, the
 recording reader off the local and SSH paths.
@@ -6,9 +7,12 @@ recording reader off the local and SSH paths.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.hostapi import Host
 from bsdcrypt.hosts import verbose
 from bsdcrypt.hosts.local import LocalHost
@@ -16,6 +20,9 @@ from bsdcrypt.hostspec import REPLAY, is_local
 
 if TYPE_CHECKING:
     from bsdcrypt.ssh import SSHContext
+    from bsdcrypt.ssh.openssh import OpenSSHContext
+
+SSH_CLIENTS = ("paramiko", "openssh")  # --ssh: paramiko's public API in this process, or the system ssh
 
 
 def replay_file(ref: str, base_dir: str | None = None) -> Path:
@@ -35,29 +42,33 @@ def open_host(
     spec: str | None,
     *,
     base_dir: str | None = None,
-    ssh: SSHContext | None = None,
+    ssh: SSHContext | OpenSSHContext | None = None,
     timeout: float | None = None,
     max_output: int | None = None,
-    single_run: bool = False,
+    client: str = "paramiko",
+    on_slow: Callable[[str], None] | None = None,
 ) -> Host:
     """A Host for `local`, `replay:FILE|NAME` or `[user@]host[:port]`, wrapped for -v when it is on.
 
     A recording keeps its spec as written (`replay:NAME`, or the path as given), never where a shipped
     recording happens to be installed; a relative path is looked up first in `base_dir` (a hosts
-    file's folder). `ssh`, `timeout`, `max_output` and `single_run` go to an SSH host: its client config,
-    its deadline, how much output one command may return, and whether it runs one command only
-    (then connects, runs and closes in the caller's thread: cheaper, see bsdcrypt/ssh/oneshot.py).
+    file's folder). `ssh`, `timeout` and `max_output` go to an SSH host: its client config (an
+    SSHContext for paramiko, an OpenSSHContext for openssh), its deadline, how much output one command
+    may return. `client` is --ssh; `on_slow` is told when a host is slow to answer (paramiko path).
     """
-    return verbose.wrap(_open(spec, base_dir, ssh, timeout, max_output, single_run))
+    if client not in SSH_CLIENTS:
+        raise BsdcryptError(f"unknown SSH client {client!r}; choose one of: {', '.join(SSH_CLIENTS)}")
+    return verbose.wrap(_open(spec, base_dir, ssh, timeout, max_output, client, on_slow))
 
 
 def _open(
     spec: str | None,
     base_dir: str | None,
-    ssh: SSHContext | None,
+    ssh: SSHContext | OpenSSHContext | None,
     timeout: float | None,
     max_output: int | None,
-    single_run: bool = False,
+    client: str,
+    on_slow: Callable[[str], None] | None,
 ) -> Host:
     if spec is None or is_local(spec):
         return LocalHost()
@@ -67,11 +78,29 @@ def _open(
         host = ReplayHost.from_file(replay_file(spec[len(REPLAY):], base_dir))
         host.spec = spec
         return host
-    from bsdcrypt.ssh import SSHHost
+    if client == "openssh":
+        from bsdcrypt.ssh.openssh import OpenSSHContext, OpenSSHHost
 
-    return SSHHost.from_spec(spec, ssh, timeout, max_output, single_run)
+        context = ssh if isinstance(ssh, OpenSSHContext) else None
+        return OpenSSHHost.from_spec(spec, context, timeout, max_output)
+    from bsdcrypt.ssh import SSHContext, SSHHost
+
+    return SSHHost.from_spec(spec, ssh if isinstance(ssh, SSHContext) else None, timeout, max_output, on_slow)
 
 
-def parse_host_spec(spec: str | None) -> Host:
-    """The host a command's --host names (open_host with the defaults)."""
-    return open_host(spec)
+def _note_on_terminal(note: str) -> None:
+    """A note on stderr while a host is slow, only where a person watches (stderr a terminal)."""
+    from bsdcrypt.text import MESSAGE_LIMIT, visible
+
+    try:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"bsdcrypt: {visible(note, MESSAGE_LIMIT)}\n")
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def parse_host_spec(spec: str | None, ssh: str = "paramiko") -> Host:
+    """The host a command's --host names, over the SSH client --ssh names (open_host with the defaults);
+    a slow SSH host gets a note on a terminal."""
+    return open_host(spec, client=ssh, on_slow=_note_on_terminal)

@@ -39,3 +39,7 @@ def shown_names(names: list[str], limit: int = 120) -> str:
     if len(joined) <= limit and joined.isascii() and joined.isprintable():
         return joined
     return shown_bytes(joined.encode("utf-8", "replace"), limit)
+
+
+# What a row says when the paramiko path cannot honour what the config or known_hosts asks for.
+OPENSSH_HINT = "use --ssh openssh (the system ssh client) for this host"

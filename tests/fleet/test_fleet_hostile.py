@@ -24,8 +24,9 @@ from bsdcrypt.hostsfile import parse_hosts
 from bsdcrypt.probe import MAX_OUTPUT as PROBE_MAX_OUTPUT
 from bsdcrypt.render.fleet import render
 from bsdcrypt.ssh import SSHContext, SSHError, SSHHost
-from bsdcrypt.ssh.config import parse_port, parse_seconds
-from bsdcrypt.ssh.host import shown_bytes
+from bsdcrypt.ssh.client import byte_budget
+from bsdcrypt.ssh.errors import shown_bytes
+from bsdcrypt.ssh.includes import parse_port, parse_seconds
 
 from .conftest import fleet_recordings, require_sshd, start_or_skip
 from .loopback import LoopbackFleet
@@ -110,7 +111,8 @@ def test_a_bad_proxy_jump_is_a_config_row(tmp_path: Path, hop: str) -> None:
     run = run_fleet(parse_hosts("root@127.5.0.1:1\n", "h").entries, FleetOptions(timeout=5, ssh_config=str(cfg)))
     r = run.results[0]
     assert r.error_kind == "config", r.error
-    assert f"bad ProxyJump {hop!r}" in (r.error or "")
+    # ssh -G refuses it naming the line; without ssh, bsdcrypt names the hop
+    assert f"bad ProxyJump {hop!r}" in (r.error or "") or "line 2" in (r.error or ""), r.error
 
 
 @settings(max_examples=200, deadline=None)
@@ -253,15 +255,11 @@ def _announces_a_huge_packet(conn: socket.socket) -> None:
         conn.sendall(zeros)
 
 
-@pytest.mark.parametrize("single_run", [True, False], ids=["fleet-loop", "threaded"])
-def test_a_packet_longer_than_ssh_accepts_ends_the_host_at_once(nokh: SSHContext, single_run: bool) -> None:
-    """paramiko takes a packet's length from the packet and reads that much into one buffer: a hostile host
-    announcing 1 GiB made the client gather ~900 MB before its deadline. The length is refused as ssh
-    refuses it (more than 256 KiB), as soon as it is read: a protocol row naming the size, not a timeout."""
-    from bsdcrypt.ssh.transport import MAX_PACKET
-
+def test_a_packet_longer_than_ssh_accepts_ends_the_host_within_its_byte_budget(nokh: SSHContext) -> None:
+    """A hostile host announcing a 1 GiB packet and sending zeros: the socket's byte budget ends the host
+    (a protocol row naming the phase), long before its deadline and without gathering the gigabyte."""
     listener = Listener(_announces_a_huge_packet)
-    host = SSHHost.from_spec(f"root@127.6.0.1:{listener.port}", nokh, timeout=60, single_run=single_run)
+    host = SSHHost.from_spec(f"root@127.6.0.1:{listener.port}", nokh, timeout=60, max_output=1 << 20)
     try:
         with pytest.raises(SSHError) as caught:
             host.run("true")
@@ -270,11 +268,7 @@ def test_a_packet_longer_than_ssh_accepts_ends_the_host_at_once(nokh: SSHContext
         listener.shutdown()
     err = caught.value
     assert err.kind == "protocol", str(err)
-    # bsdcrypt's own client (the fleet's single run) names the length announced; paramiko reads 8 bytes
-    # before the key exchange, then names the packet's rest: 2**30 - 4 - 4 bytes
-    size = (1 << 30) - 4 if single_run else (1 << 30) - 8
-    assert f"a packet of {size} bytes" in str(err), str(err)
-    assert f"{MAX_PACKET} at most" in str(err), str(err)
+    assert "the rest was not read" in str(err), str(err)
 
 
 @settings(max_examples=300, deadline=None)
@@ -359,7 +353,7 @@ def test_a_host_answering_16_mb_is_cut_at_the_probe_cap(
         r = by[addr]
         assert r.error_kind == "garbage", (addr, r.error)
         assert "printed more than 1 MiB" in (r.error or "") and "not read" in (r.error or ""), r.error
-        assert taken[addr] <= PROBE_MAX_OUTPUT + 65536, (addr, taken[addr])
+        assert taken[addr] <= byte_budget(PROBE_MAX_OUTPUT) + 65536, (addr, taken[addr])  # the socket's budget
     rows = render(run, "table")
     assert "garbage: the host printed more than 1 MiB" in rows
 

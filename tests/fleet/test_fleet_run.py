@@ -119,7 +119,6 @@ def test_duplicates_are_found_deterministically(
     for parallel in (1, 8, 8, 8):
         opts = FleetOptions(ssh_config=str(cfg), parallel=parallel, timeout=10)
         auditor = Auditor(opts)
-        assert auditor.ssh_context().match_exec is match_exec
         run = run_fleet(entries, opts, auditor=auditor, dedupe=True)
         assert [r.entry.spec for r in run.results] == audited, parallel  # input order: the lowest lines
         assert run.duplicates == expected_notes, parallel

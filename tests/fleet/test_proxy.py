@@ -102,8 +102,8 @@ def test_a_proxy_command_works_with_descriptors_above_fd_setsize(
     try:
         transport = host.connect()
         assert transport.is_authenticated()
-        proxy = host._proxy
-        assert proxy is not None and min(proxy._in, proxy._out) > high_fds  # the test tests what it says
+        proxy = host.proxy
+        assert proxy is not None and proxy.sock.fileno() > high_fds  # the test tests what it says
     finally:
         host.close()
     run = run_fleet(parse_hosts("relay-1\n", "h").entries, FleetOptions(timeout=30, ssh_config=str(cfg)))
@@ -117,7 +117,7 @@ def test_a_proxy_command_works_with_descriptors_above_fd_setsize(
 
 def test_the_proxy_command_runs_under_shell_like_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ssh(1) runs `$SHELL -c "exec COMMAND"` ($SHELL unset or empty: /bin/sh), and so does bsdcrypt."""
-    from bsdcrypt.ssh.proxy import ProxyCommandSocket
+    from bsdcrypt.ssh.sockets import ProxyCommand
 
     log = tmp_path / "shell.log"
     shell = tmp_path / "myshell"
@@ -125,12 +125,12 @@ def test_the_proxy_command_runs_under_shell_like_ssh(tmp_path: Path, monkeypatch
     shell.chmod(0o755)
 
     def first_line(command: str) -> bytes:
-        sock = ProxyCommandSocket(command)
+        proxy = ProxyCommand(command, 1 << 20)
         try:
-            sock.settimeout(10)
-            return sock.recv(100)
+            proxy.sock.settimeout(10)
+            return proxy.sock.recv(100)
         finally:
-            sock.close()
+            proxy.close()
 
     monkeypatch.setenv("SHELL", str(shell))
     assert first_line("echo hello") == b"hello\n"
@@ -213,13 +213,13 @@ def test_connect_timeout_through_a_proxy_command_names_the_proxy(tmp_path: Path)
 def test_an_emptied_group_is_never_signalled_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Once a killpg found the ProxyCommand's group empty and its leader is reaped, the group id may be
     reused by an unrelated process group: later closes and aborts send nothing to it."""
-    from bsdcrypt.ssh.proxy import ProxyCommandSocket
+    from bsdcrypt.ssh.sockets import ProxyCommand
 
-    proxy = ProxyCommandSocket("true")
+    proxy = ProxyCommand("true", 1 << 20)
     proxy.process.wait(10)  # the leader exited and is reaped; its group is empty
     proxy.close()  # its killpg gets ESRCH
     sent: list[tuple[int, int]] = []
     monkeypatch.setattr(os, "killpg", lambda pgid, sig: sent.append((pgid, sig)))
-    proxy.abort()
-    proxy._kill()
+    proxy.kill()
+    proxy.close()
     assert sent == []

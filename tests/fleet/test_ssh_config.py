@@ -109,20 +109,20 @@ def test_include_in_the_system_config_is_relative_to_etc_ssh(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no --ssh-config: ~/.ssh/config, then the system file (relative Includes from /etc/ssh)."""
-    from bsdcrypt.ssh import SSHContext, config
+    from bsdcrypt.ssh import SSHContext, SSHError, includes
 
     etc = tmp_path / "etc-ssh"
     _write(etc / "ssh_config.d" / "50-site.conf", "Host *.site\n    User siteadmin\n    Port 2500\n")
     _write(etc / "ssh_config", "Include ssh_config.d/*.conf\nHost *\n    HashKnownHosts yes\n")
     _write(home / ".ssh" / "config", "Host web.site\n    Port 2600\n")
-    monkeypatch.setattr(config, "SYSTEM_CONFIG_DIR", str(etc))
-    ctx = SSHContext()
+    monkeypatch.setattr(includes, "SYSTEM_CONFIG_DIR", str(etc))
+    ctx = SSHContext(ssh="")  # paramiko's reading (ssh -G reads the real /etc/ssh)
     web, app, elsewhere = ctx.target("web.site"), ctx.target("app.site"), ctx.target("x.example")
     assert (web.port, web.user, web.hash_known_hosts) == (2600, "siteadmin", True)
     assert (app.port, app.user) == (2500, "siteadmin")
     assert elsewhere.port == 22 and elsewhere.hash_known_hosts is True
     _write(etc / "ssh_config", "Include ~/x.conf\n")
-    with pytest.raises(config.SSHError, match="bad include path"):
+    with pytest.raises(SSHError, match="bad include path"):
         SSHContext()
 
 

@@ -1,4 +1,11 @@
-"""known_hosts files: parsed once per run, looked up by name; accept-new appends to them."""
+"""known_hosts files: parsed once per run, looked up by name; accept-new appends to them.
+
+paramiko's HostKeys reads plain and hashed lines but skips `@revoked` and `@cert-authority` lines
+(and does not match `*`/`?`/`!` patterns), so a revoked key would look unknown and a host CA would
+be invisible. This reader keeps all three kinds: a revoked key is refused, and a host that a
+`@cert-authority` line covers is reported (the paramiko path cannot check host certificates: that
+host needs `--ssh openssh`) and is never written to known_hosts.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +19,14 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from bsdcrypt.ssh.errors import SSHError
+from bsdcrypt.ssh.files import read_regular
 
 
 def fingerprint(blob: bytes) -> str:
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
-def _short_type(key_type: str) -> str:
+def short_type(key_type: str) -> str:
     return {
         "ssh-ed25519": "ED25519",
         "ssh-rsa": "RSA",
@@ -37,6 +45,7 @@ class KnownKey:
     blob: bytes
     where: str  # FILE:LINE
     revoked: bool = False
+    authority: bool = False  # a @cert-authority line: a CA that signs host certificates, not a host key
 
 
 @dataclass
@@ -55,7 +64,7 @@ class _PatternEntry:
         hit = False
         for pat in self.patterns:
             negated = pat.startswith("!")
-            if fnmatchcase(name, pat[1:] if negated else pat):
+            if fnmatchcase(name, (pat[1:] if negated else pat).lower()):
                 if negated:
                     return False
                 hit = True
@@ -79,20 +88,14 @@ class KnownHosts:
         self._patterns: list[_PatternEntry] = []
 
     def load(self, path: str) -> None:
+        """Read `path` once (a missing file is empty; a FIFO, device or oversized file is an SSHError)."""
         with self._lock:
             if path in self._loaded:
                 return
+            data = read_regular(path, MAX_KNOWN_HOSTS, "known_hosts file")
             self._loaded.add(path)
-            try:
-                with open(path, "rb") as fh:
-                    data = fh.read(MAX_KNOWN_HOSTS + 1)
-            except FileNotFoundError:
+            if data is None:
                 return
-            except OSError as exc:
-                raise SSHError("config", f"cannot read known_hosts file {path}: {exc.strerror}") from exc
-            if len(data) > MAX_KNOWN_HOSTS:
-                raise SSHError("config", f"known_hosts file {path} is larger than {MAX_KNOWN_HOSTS >> 20} MiB: "
-                               "not a known_hosts file bsdcrypt reads")
             text = data.decode("utf-8", errors="surrogateescape")  # every byte kept
             for number, line in enumerate(text.splitlines(), start=1):
                 self._add_line(line, f"{path}:{number}")
@@ -101,12 +104,14 @@ class KnownHosts:
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             return
-        revoked = False
+        revoked = authority = False
         if fields[0].startswith("@"):
             if fields[0] == "@revoked":
                 revoked = True
-            else:  # @cert-authority: certificates are not supported; such lines are not host keys
-                return
+            elif fields[0] == "@cert-authority":
+                authority = True
+            else:
+                return  # a marker ssh does not know: it skips the line too
             fields = fields[1:]
         if len(fields) < 3:
             return
@@ -115,7 +120,7 @@ class KnownHosts:
             blob = base64.b64decode(b64, validate=True)
         except ValueError:
             return
-        key = KnownKey(key_type, blob, where, revoked)
+        key = KnownKey(key_type, blob, where, revoked, authority)
         if hosts.startswith("|1|"):
             parts = hosts.split("|")
             if len(parts) != 4:
@@ -134,14 +139,16 @@ class KnownHosts:
                 self._exact.setdefault(name.lower(), []).append(key)
 
     def lookup(self, name: str) -> list[KnownKey]:
+        """Every line for `name`: host keys, revoked keys and host CAs alike (see KnownKey)."""
         name = name.lower()
-        found = list(self._exact.get(name, ()))
-        if self._hashed:
+        with self._lock:
+            found = list(self._exact.get(name, ()))
+            hashed = list(self._hashed)
+            patterns = list(self._patterns)
+        if hashed:
             encoded = name.encode("utf-8", "surrogateescape")
-            found += [
-                e.key for e in self._hashed if hmac.digest(e.salt, encoded, "sha1") == e.digest
-            ]
-        found += [e.key for e in self._patterns if e.matches(name)]
+            found += [e.key for e in hashed if hmac.compare_digest(hmac.digest(e.salt, encoded, "sha1"), e.digest)]
+        found += [e.key for e in patterns if e.matches(name)]
         return found
 
     def add(self, path: str, name: str, key_type: str, blob: bytes, hashed: bool) -> None:
