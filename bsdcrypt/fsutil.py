@@ -91,14 +91,37 @@ def _is_special(path: str) -> bool:
         return False
 
 
+READER_WAIT = 1.0  # seconds a FIFO may take to get its reader (`bsdcrypt ... -o f & cat f`) before exit 74
+
+
+def _open_in_place(target: str, shown: str) -> int:
+    """Open a device or FIFO for writing without blocking: a FIFO nobody reads gives ENXIO at once (a
+    blocking open would wait forever); it is tried again for READER_WAIT seconds, then it is one line and
+    exit 74. Once open, the descriptor blocks again, so a slow reader is waited for, not an error."""
+    import time
+
+    deadline = time.monotonic() + READER_WAIT
+    while True:
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise _failure(shown, exc) from exc
+            if time.monotonic() >= deadline:  # a socket, or a FIFO nobody reads: nothing to write to
+                raise OutputError(f"cannot write the report to {shown}: nothing is reading it") from exc
+            time.sleep(0.05)
+    try:
+        os.set_blocking(fd, True)
+    except OSError as exc:
+        os.close(fd)
+        raise _failure(shown, exc) from exc
+    return fd
+
+
 def _write_in_place(target: str, data: bytes, shown: str) -> None:
     """A device, FIFO or socket: open it as it is (no create, no truncate of anything else) and write."""
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_NOCTTY)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a socket, or a FIFO nobody reads: nothing to write to
-            raise OutputError(f"cannot write the report to {shown}: nothing is reading it") from exc
-        raise _failure(shown, exc) from exc
+    fd = _open_in_place(target, shown)
     try:
         view = memoryview(data)
         while view:
