@@ -91,7 +91,8 @@ def split_spec(spec: str) -> tuple[str | None, str, int | None]:
             raise SpecError("missing host name")
         if len(host) > MAX_NAME:
             raise SpecError(f"the host name is {len(host)} characters long: not a name (at most {MAX_NAME})")
-        if not _NAME.match(host) or ".." in host:
+        # one trailing dot: an absolute DNS name (localhost., fw1.example.org.), as ssh and DNS take it
+        if not _NAME.match(host[:-1] if host.endswith(".") else host) or ".." in host:
             raise SpecError(f"bad host name {quote_value(host)}")
     return user, host, port
 

@@ -103,9 +103,21 @@ def test_dry_run_under_root_changes_nothing(tmp_path: Path) -> None:
     assert conf.read_bytes() == b"a=1"
 
 
-def test_disable_needs_persist() -> None:
-    result = runner.invoke(app, ["disable", "-H", "replay:freebsd-13.0-hyperv-builtin"])
-    assert result.exit_code == 3 and "--persist" in result.output
+def test_disable_without_persist_undoes_the_boot_time_change(tmp_path: Path) -> None:
+    """Issue 28: --persist is optional; disable with or without it undoes enable's loader.conf change
+    and never unloads the driver (docs/enable.md)."""
+    original = b'aesni_load="NO"\n'
+    conf = _boot(tmp_path, original)
+    assert runner.invoke(app, ["enable", "--persist", "--root", str(tmp_path), "--yes"]).exit_code == 0
+    assert conf.read_bytes() != original
+    plan = runner.invoke(app, ["disable", "--root", str(tmp_path), "--dry-run"])
+    assert plan.exit_code == 0, plan.output
+    assert "kldunload" not in plan.output.split("---", 1)[0].replace("kldunload aesni to unload it now", "")
+    undo = runner.invoke(app, ["disable", "--root", str(tmp_path), "--yes"])
+    assert undo.exit_code == 0, undo.output
+    assert conf.read_bytes() == original
+    again = runner.invoke(app, ["disable", "--persist", "--root", str(tmp_path), "--yes"])
+    assert again.exit_code == 0 and "nothing to undo" in again.output
 
 
 def test_disable_with_a_damaged_marker_refuses_without_a_traceback(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ def analyze(
         typer.Argument(
             help="Probe outputs, Ansible json-callback outputs, ansible --tree dirs, recordings, or pastes "
             "(a dmesg.boot, or dmesg, kldstat -v, uname -a, geli list and loader.conf glued together); - is stdin.",
+            metavar="FILE...",
             callback=nonempty,
         ),
     ],

@@ -129,7 +129,22 @@ def requested_format(argv: list[str]) -> str | None:
     return fmt
 
 
+def reflow(doc: str) -> str:
+    """A docstring as help shows it: each paragraph on one line, so that rich (which keeps a docstring's
+    line breaks) and click both wrap it at the terminal's width instead of at the source's."""
+    import inspect
+
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+def _reflow_help() -> None:
+    for info in app.registered_commands:
+        if info.callback is not None and info.callback.__doc__:
+            info.callback.__doc__ = reflow(info.callback.__doc__)
+
+
 def _run_app() -> object:
+    _reflow_help()
     # standalone_mode=False: usage errors come back to us, to exit 3 (unknown) with one line,
     # as monitoring plugins do, instead of click's exit 2 (which would read as CRITICAL).
     if not os.environ.get(COMPLETE_VAR):

@@ -90,7 +90,8 @@ def register(app: typer.Typer) -> None:
         records: Annotated[
             list[str] | None,
             typer.Argument(
-                help="With --compare: saved bench records (RECORD.json) or folders of them.", show_default=False
+                help="With --compare: saved bench records (RECORD.json) or folders of them.", show_default=False,
+                metavar="RECORD...",
             ),
         ] = None,
         host: Annotated[

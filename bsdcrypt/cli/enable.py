@@ -1,4 +1,4 @@
-"""`bsdcrypt enable` and `bsdcrypt disable --persist` (docs/enable.md): options -> enable.flow -> exit code.
+"""`bsdcrypt enable` and `bsdcrypt disable` (docs/enable.md): options -> enable.flow -> exit code.
 
 The flow (bsdcrypt.enable.flow) does the work; this module shows the plan, asks, and turns the
 outcome into an exit status.
@@ -35,10 +35,11 @@ RootOpt = Annotated[
         "-R",
         help="Edit the loader configuration of a system mounted at DIR (like sysrc -R); "
         "the running kernel is not touched.",
+        metavar="DIR",
         callback=nonempty,
     ),
 ]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")]
 
 
 def _fit(text: str, indent: str) -> str:
@@ -188,6 +189,7 @@ def enable(
         typer.Option(
             "--bench-html",
             help="With --bench: also write the before/after charts as one HTML page.",
+            metavar="FILE",
             callback=nonempty,
         ),
     ] = None,
@@ -233,7 +235,10 @@ def enable(
 
 def disable(
     persist: Annotated[
-        bool, typer.Option("--persist", "-p", help="Undo what enable --persist changed.")
+        bool,
+        typer.Option(
+            "--persist", "-p", help="The same as without it: disable always undoes the boot-time change (for scripts)."
+        ),
     ] = False,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
@@ -241,15 +246,14 @@ def disable(
     root: RootOpt = None,
     fmt: FormatOpt = "text",
 ) -> None:
-    """Undo exactly what `enable --persist` changed in the loader configuration."""
-    from bsdcrypt.cli.options import fail
+    """Undo exactly what `enable --persist` changed in the loader configuration.
+
+    The driver stays loaded until the next boot: disable never unloads it (a driver compiled into the
+    kernel cannot be, and kldunload would pull it from under GELI, IPsec or KTLS sessions using it).
+    """
     from bsdcrypt.enable.plan import plan_disable
 
-    if not persist:
-        fail(
-            "only `disable --persist` exists: it undoes enable's loader.conf change (the driver stays loaded "
-            "until reboot)"
-        )
+    del persist  # disable only ever undoes the boot-time change: with or without --persist
 
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_disable(files, loader_driver(inp), is_root=None if root else inp.is_root)

@@ -19,23 +19,28 @@ def fleet_audit(
     hosts_file: Annotated[
         str,
         typer.Argument(
-            help=literal_help("One [user@]host[:port] or replay:PATH per line; - reads stdin."), callback=nonempty
+            help=literal_help("One [user@]host[:port] or replay:PATH per line; - reads stdin."),
+            metavar="HOSTS_FILE",
+            callback=nonempty,
         ),
     ],
     parallel: Annotated[
         int | None,
         typer.Option(
-            "--parallel", "-j", min=1, help="Hosts at once (default 32, capped by the open-file limit)."
+            "--parallel", "-j", min=1, metavar="N", help="Hosts at once (default 32, capped by the open-file limit)."
         ),
     ] = None,
     timeout: Annotated[
         float,
-        typer.Option("--timeout", "-t", callback=seconds, help="Seconds per host for connect + auth + probe."),
+        typer.Option(
+            "--timeout", "-t", callback=seconds, metavar="SECONDS", help="Seconds per host for connect + auth + probe."
+        ),
     ] = 30.0,
     ssh_config: Annotated[
         str | None,
         typer.Option(
-            "--ssh-config", "-F", help="OpenSSH client config to use instead of ~/.ssh/config.", callback=nonempty
+            "--ssh-config", "-F", help="OpenSSH client config to use instead of ~/.ssh/config.", metavar="FILE",
+            callback=nonempty,
         ),
     ] = None,
     accept_new: Annotated[

@@ -42,6 +42,7 @@ HostOpt = Annotated[
         "-H",
         help=literal_help("local (default), [user@]host[:port] over SSH, or replay:FILE|NAME for a recording."),
         envvar="BSDCRYPT_HOST",
+        metavar="HOST",
         autocompletion=complete_host,
         callback=nonempty,
     ),
@@ -105,6 +106,7 @@ FormatOpt = Annotated[
         "-f",
         help="table, json, yaml, nagios (one line, monitoring-plugins exit codes), prometheus (textfile collector) "
         "or html (one self-contained page).",
+        metavar="FORMAT",
         autocompletion=complete_format,
     ),
 ]
@@ -116,7 +118,9 @@ def seconds(value: float) -> float:
     return value
 
 
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the probe.", callback=seconds)]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", help="Seconds allowed for the probe.", callback=seconds, metavar="SECONDS")
+]
 
 
 def check_format(fmt: str, allowed: tuple[str, ...]) -> str:
@@ -129,7 +133,8 @@ def check_format(fmt: str, allowed: tuple[str, ...]) -> str:
 FleetFormatOpt = Annotated[
     str,
     typer.Option(
-        "--format", "-f", help="table, json, yaml, csv, prometheus or html.", autocompletion=complete_fleet_format
+        "--format", "-f", help="table, json, yaml, csv, prometheus or html.", metavar="FORMAT",
+        autocompletion=complete_fleet_format,
     ),
 ]
 OutputOpt = Annotated[
@@ -138,6 +143,7 @@ OutputOpt = Annotated[
         "--output",
         "-o",
         help="Write the report to FILE (atomically if a regular file; a device or FIFO in place), not stdout.",
+        metavar="FILE",
         callback=nonempty,
     ),
 ]
