@@ -140,6 +140,8 @@ def read_by_loader(files: Sequence[tuple[str, bytes]], major: int | None) -> lis
 # ignores (see docs/enable.md):
 #   aesni_load="YES" # bsdcrypt enable: added            a line enable appended
 #   aesni_load="YES" # bsdcrypt enable: added+eol        ... after adding the missing final newline
+#   aesni_load="YES" # bsdcrypt enable: added+lf         ... after adding only LF to a last line ending in
+#                                                         a lone CR (its CRLF completed, the line unchanged)
 #   aesni_load="YES" # bsdcrypt enable: was=NO           a line enable edited in place (old raw value,
 #                                                         percent-encoded so it never holds a quote)
 # The marker never contains '"': the loader's quoted-value pattern is greedy ('"(.*)"' runs to the
@@ -147,7 +149,7 @@ def read_by_loader(files: Sequence[tuple[str, bytes]], major: int | None) -> lis
 # --------------------------------------------------------------------------------------------------
 
 MARK = b" # bsdcrypt enable: "
-_MARK_RE = re.compile(rb" # bsdcrypt enable: (added\+eol|added|was=[A-Za-z0-9%._-]*)\Z")
+_MARK_RE = re.compile(rb" # bsdcrypt enable: (added\+eol|added\+lf|added|was=[A-Za-z0-9%._-]*)\Z")
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _HEX = frozenset(b"0123456789ABCDEFabcdef")
 
@@ -326,7 +328,13 @@ def set_yes(
         data = current[target]
         eol = line_ending(data)
         tag = b"added"
-        if data and not data.endswith(b"\n"):
+        if data.endswith(b"\r"):
+            # A last line ending in a lone CR (a CRLF file cut after its CR): only LF is added, so the
+            # loader reads that line byte for byte as before (CRLF would make it "...\r\r", a line
+            # the loader prints differently if it is malformed: an edit never makes its reading worse).
+            data += b"\n"
+            tag = b"added+lf"
+        elif data and not data.endswith(b"\n"):
             data += eol
             tag = b"added+eol"
         current[target] = data + name.encode() + b'="YES"' + MARK + tag + eol
@@ -417,6 +425,8 @@ def restore(files: Sequence[tuple[str, bytes]], name: str = "aesni_load") -> lis
                 eol = b"\r\n" if new[:start].endswith(b"\r\n") else b"\n"
                 if new[:start].endswith(eol):
                     start -= len(eol)
+            elif tag == b"added+lf" and new[:start].endswith(b"\n"):
+                start -= 1  # the LF only: the lone CR before it was the file's
             new = new[:start] + new[end:]
         if new != data:
             edits.append(FileEdit(path, data, new))
