@@ -10,6 +10,7 @@ from bsdcrypt.cli.options import (
     FormatOpt,
     HostOpt,
     OutputOpt,
+    SSHOpt,
     TimeoutOpt,
     check_format,
     nonempty,
@@ -20,7 +21,8 @@ from bsdcrypt.errors import BsdcryptError
 
 
 def status(
-    host: HostOpt = "local", fmt: FormatOpt = "table", timeout: TimeoutOpt = 120.0, output: OutputOpt = None
+    host: HostOpt = "local", fmt: FormatOpt = "table", timeout: TimeoutOpt = 120.0, output: OutputOpt = None,
+    ssh: SSHOpt = "paramiko",
 ) -> None:
     """Is kernel AES acceleration available, active and persisted here, and what to do.
 
@@ -37,7 +39,7 @@ def status(
 
         check_output_path(output, inputs)  # before the probe, which may take a while
     try:
-        result = status_of(parse_host_spec(host), timeout=timeout)
+        result = status_of(parse_host_spec(host, ssh), timeout=timeout)
     except BsdcryptError as exc:
         if fmt not in DOCUMENT_FORMATS:
             raise  # the table (and html): one line on stderr

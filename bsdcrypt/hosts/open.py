@@ -82,6 +82,11 @@ def _open(
         from bsdcrypt.ssh.openssh import OpenSSHContext, OpenSSHHost
 
         context = ssh if isinstance(ssh, OpenSSHContext) else None
+        if context is None:  # single-host commands: as for paramiko, the environment names -F and accept-new
+            import os
+
+            context = OpenSSHContext(os.environ.get("BSDCRYPT_SSH_CONFIG") or None,
+                                     accept_new=os.environ.get("BSDCRYPT_ACCEPT_NEW") == "1")
         return OpenSSHHost.from_spec(spec, context, timeout, max_output)
     from bsdcrypt.ssh import SSHContext, SSHHost
 

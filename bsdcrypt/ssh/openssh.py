@@ -169,7 +169,8 @@ class OpenSSHHost:
         deadline = time.monotonic() + limit
         if self._aborted:
             raise SSHError("timeout", f"timed out after {limit:g}s before ssh started")
-        argv = self.context.argv(self.alias, self.user, self.port, min(DEFAULT_CONNECT_TIMEOUT, limit))
+        # ssh gives up on the connect and banner first (its own words in the row), before the deadline kills it
+        argv = self.context.argv(self.alias, self.user, self.port, min(DEFAULT_CONNECT_TIMEOUT, max(1.0, limit * 0.8)))
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True)
