@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import paramiko
@@ -31,7 +31,7 @@ class Attempt:
     tried: list[str]
     notes: list[str]
     refused: set[bytes]  # agent keys that refused to sign: not offered again
-
+    offered: set[bytes] = field(default_factory=set)  # keys the server has seen already
 
 def authenticate(transport: paramiko.Transport, t: Target, ctx: SSHContext, attempt: Attempt,
                  remaining: Callable[[], float]) -> bool:
@@ -40,9 +40,10 @@ def authenticate(transport: paramiko.Transport, t: Target, ctx: SSHContext, atte
     candidates, agent = key_candidates(t, ctx, attempt.notes)
     try:
         for label, key, blob in candidates:
-            if blob in attempt.refused or label in attempt.tried:
+            if blob in attempt.refused or blob in attempt.offered:
                 continue
             attempt.tried.append(label)
+            attempt.offered.add(blob)
             remaining()
             try:
                 rest = transport.auth_publickey(t.user, key)
