@@ -6,8 +6,7 @@ Bump SCHEMA_VERSION on any incompatible change.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 SCHEMA_VERSION = 1
@@ -201,34 +200,9 @@ class Status:
         return EXIT_CODES[self.verdict]
 
     def to_dict(self) -> dict[str, Any]:
-        data = plain(self)
+        data = asdict(self)
         data["verdict"] = self.verdict
         return {"schema": SCHEMA_VERSION, **data}
-
-
-_ATOMS = (str, int, float, bool, type(None))
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def plain(obj: Any) -> Any:
-    """What `dataclasses.asdict` makes of a status (dicts, lists and tuples of fresh copies), without
-    its deep copy of every string and number: immutable values are shared (a fleet report builds one
-    per host; tests/test_status_golden.py checks the result equals asdict's)."""
-    if isinstance(obj, _ATOMS):
-        return obj
-    cls = type(obj)
-    names = _FIELD_NAMES.get(cls)
-    if names is None and is_dataclass(obj) and not isinstance(obj, type):
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(obj))
-    if names is not None:
-        return {name: plain(getattr(obj, name)) for name in names}
-    if cls is list:
-        return [plain(v) for v in obj]
-    if cls is tuple:
-        return tuple(plain(v) for v in obj)
-    if cls is dict:
-        return {plain(k): plain(v) for k, v in obj.items()}
-    return copy.deepcopy(obj)  # anything else, as asdict does
 
 
 def by_severity(findings: list[Finding]) -> list[Finding]:

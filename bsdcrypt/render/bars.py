@@ -5,14 +5,15 @@ from __future__ import annotations
 EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
-def bar(value: float, top: float, width: int) -> str:
-    """A bar of `width` cells at most for value/top, padded with spaces to `width`."""
+def bar(value: float, top: float, width: int, fill: str = " ") -> str:
+    """A bar of `width` cells at most for value/top, exact to an eighth of a cell, padded with `fill`
+    to `width` (bench's tables pad with `·`, so the scale shows)."""
     if top <= 0 or value <= 0:
-        return " " * width
+        return fill * width
     eighths = round(8 * width * min(value, top) / top)
     full, part = divmod(eighths, 8)
     out = "█" * full + (EIGHTHS[part] if part else "")
-    return out + " " * (width - len(out))
+    return out + fill * (width - len(out))
 
 
 def chart(groups: list[tuple[str, list[tuple[str, float, str]]]], width: int = 32) -> str:

@@ -18,20 +18,15 @@ def spread_text(m: Any) -> str:
     return "single run" if m.single else f"{m.spread_pct or 0:.1f}% ({len(m.samples)} runs)"
 
 
-def _bar(value: float, top: float) -> str:
-    if top <= 0:
-        return ""
-    n = round(BAR_WIDTH * value / top)
-    return "█" * n + "·" * (BAR_WIDTH - n)
-
-
 def bar_chart(rows: list[tuple[str, float]]) -> str:
     """Terminal bar chart of MiB/s, one line per (label, MiB/s)."""
     if not rows:
         return ""
     top = max(v for _, v in rows)
     width = max(len(label) for label, _ in rows)
-    return "".join(f"  {label:<{width}}  {_bar(v, top)}  {v:8.0f} MiB/s\n" for label, v in rows)
+    from bsdcrypt.render.bars import bar
+
+    return "".join(f"  {label:<{width}}  {bar(v, top, BAR_WIDTH, '·')}  {v:8.0f} MiB/s\n" for label, v in rows)
 
 
 def render_table(result: BenchResult, speedup: Speedup | None = None) -> str:
@@ -139,11 +134,12 @@ def _figure(m: Any) -> str:
 def render_compare(runs: list[tuple[str, BenchResult]], width: int = 32) -> str:
     """The terminal comparison: the runs, then per direction a bar per run (GELI, then the md ceiling)."""
     from bsdcrypt.render.bars import chart
+    from bsdcrypt.text import MESSAGE_LIMIT, visible
 
     lines = [f"comparing {len(runs)} bench record{'s' if len(runs) != 1 else ''}:"]
     for n, (path, res) in enumerate(runs, start=1):
         h = res.host
-        lines.append(f"  {n}  {_one_line(path)}")
+        lines.append(f"  {n}  {visible(path, MESSAGE_LIMIT)}")
         lines.append(
             f"     {h.hostname or '?'}  {h.release or ''} {h.arch or ''}  started {res.started or '?'}"
             f"  GELI {res.geli_algorithm or res.params.ealgo} {res.geli_keylength or res.params.keylen}"
@@ -165,11 +161,6 @@ def render_compare(runs: list[tuple[str, BenchResult]], width: int = 32) -> str:
     said = ratios(runs)
     tail = "".join(f"  {r}\n" for r in said)
     return "\n".join(lines) + "\n" + body + ("\n" + tail if tail else "")
-
-
-def _one_line(text: str) -> str:
-    """A file name or host text on one terminal line: control characters shown as ?."""
-    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def compare_document(runs: list[tuple[str, BenchResult]]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bsdcrypt import __version__
 from bsdcrypt.assess.findings import VARIANT_NAMES
 from bsdcrypt.render import svg
+from bsdcrypt.render.serialize import yesno
 from bsdcrypt.text import visible as text_visible
 
 if TYPE_CHECKING:
@@ -116,10 +117,6 @@ def _origin() -> str:
 # ---------------------------------------------------------------------------- host views
 
 
-def _yesno(value: bool | None) -> str:
-    return {True: "yes", False: "no", None: "unknown"}[value]
-
-
 def release_label(s: Status) -> str:
     """The chart's release/variant bucket: the product and its version for appliances, else the OS
     family and its release without the patch level (12.2-RELEASE-p4 -> FreeBSD 12.2-RELEASE); a Linux
@@ -156,7 +153,7 @@ def _persist_text(s: Status) -> str:
     elif (p.source or "") == "appliance setting (inferred)":
         text = "inferred: by the appliance's crypto setting (config.xml not readable)"
     else:
-        text = _yesno(p.configured)
+        text = yesno(p.configured, "unknown")
         if (p.source or "").startswith("appliance setting ("):
             text += f"  ({p.source})"
     if p.value is not None and p.source:
@@ -189,7 +186,7 @@ def host_view(r: HostResult, index: int) -> dict[str, Any]:
     facts: list[tuple[str, str]] = []
     if r.error is None:
         cpu = c.model or "unknown CPU"
-        cpu += f"; AES-NI: {_yesno(c.aesni)}, SHA: {_yesno(c.sha)}"
+        cpu += f"; AES-NI: {yesno(c.aesni, 'unknown')}, SHA: {yesno(c.sha, 'unknown')}"
         if c.vm:
             cpu += f"; virtual machine ({c.hypervisor or 'hypervisor unknown'})"
         kernel = ", ".join(x for x in (o.arch, o.kernel_ident) if x) or "unknown"

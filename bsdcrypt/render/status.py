@@ -9,10 +9,6 @@ from bsdcrypt.status import SEVERITY_RANK, Status
 FORMATS = ("table", "json", "yaml", "nagios", "prometheus", "html")
 
 
-def _yesno(value: bool | None) -> str:
-    return yesno(value, "unknown")
-
-
 def table(s: Status, width: int | None = None) -> str:
     """The host's table and its findings. `width` None: whole lines (a pipe, a file); else every line
     fits that many columns (a terminal): values break between their parts, messages and remedies wrap
@@ -30,7 +26,7 @@ def table(s: Status, width: int | None = None) -> str:
     if o.kernel_ident:
         osline += f"  kernel {o.kernel_ident}"
     cpu = c.model or "unknown CPU"
-    cpu += f"  AES: {_yesno(c.aesni)}  SHA: {_yesno(c.sha)}"
+    cpu += f"  AES: {yesno(c.aesni, 'unknown')}  SHA: {yesno(c.sha, 'unknown')}"
     if c.vm:
         cpu += f"  VM: {c.hypervisor or 'yes'}"
     drv = f"{d.name or '-'}: {d.state}"
@@ -42,7 +38,7 @@ def table(s: Status, width: int | None = None) -> str:
         drv += f"  ({d.module_file})"
     for other in s.other_drivers:
         drv += f"\n{other.name}: {other.state}"
-    persist = "compiled in" if d.compiled_in else _yesno(p.configured)
+    persist = "compiled in" if d.compiled_in else yesno(p.configured, "unknown")
     if p.value is not None and p.source:
         persist += f"  ({d.name}_load={p.value} at {p.source})"
     elif (p.source or "").startswith("appliance setting"):
