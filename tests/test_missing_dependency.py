@@ -54,6 +54,12 @@ def test_ssh_without_paramiko_is_one_line(tmp_path: Path) -> None:
         assert r.stderr.count("\n") == 1 and f"pkg install {PREFIX}paramiko" in r.stderr, r.stderr
 
 
+def test_without_typer_every_command_is_one_line() -> None:
+    r = _run_without("typer", "status", "-H", "replay:freebsd-13.0-hyperv-builtin")
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and f"pkg install {PREFIX}typer" in r.stderr
+
+
 def test_package_names() -> None:
     assert package("devel/py-Jinja2") == f"{PREFIX}Jinja2"
     assert package("devel/py-pyyaml") == f"{PREFIX}pyyaml"

@@ -89,8 +89,10 @@ def userland(
     doc: dict[str, Any] = {"host": h.name, "service": service}
     text: list[str] = []
 
+    from bsdcrypt.text import visible
+
     def out(line: str = "") -> None:
-        line = "".join(c if c.isprintable() else "?" for c in line)  # values read from files: no raw controls
+        line = visible(line, None)  # values read from files: no raw controls (bsdcrypt.text, the one sanitizer)
         text.append(line)
         if fmt == "text":
             typer.echo(line)
