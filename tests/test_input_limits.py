@@ -41,7 +41,7 @@ def test_analyze_dev_zero_is_one_row_naming_it() -> None:
     [
         (["fleet-audit", "/dev/zero"], "cannot read hosts file /dev/zero: it is a character device, not a regular file"),
         (["status", "-H", "replay:{big}"], "recording {big} is larger than 16 MiB"),
-        (["fleet-audit", "{hosts}", "-F", "{cfg}"], "ssh config /dev/zero is a device, not a file"),
+        (["fleet-audit", "{hosts}", "-F", "{cfg}"], "cannot read ssh config /dev/zero: it is a character device, not a regular file"),
     ],
 )
 def test_endless_inputs_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:

@@ -104,7 +104,7 @@ def test_a_fifo_config_is_one_line_not_a_hang(tmp_path: Path, ssh: str) -> None:
     start = time.monotonic()
     r = bsdcrypt("fleet-audit", str(hosts), "-F", str(cfg), "--ssh", ssh, "-q")
     assert r.returncode == 3 and r.stdout == "", r.stderr
-    assert r.stderr.count("\n") == 1 and f"{fifo} is a FIFO" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and f"{fifo}: it is a FIFO" in r.stderr, r.stderr
     assert time.monotonic() - start < 100  # the CLI's 120 s net is the only bound; a hang would reach it
 
 
@@ -115,7 +115,7 @@ def test_a_fifo_known_hosts_is_a_row_naming_it(tmp_path: Path) -> None:
     cfg.write_text(f"Host *\n    UserKnownHostsFile {fifo}\n    GlobalKnownHostsFile none\n")
     run = run_fleet(parse_hosts("root@127.5.0.1:1\n", "h").entries, FleetOptions(timeout=30, ssh_config=str(cfg)))
     r = run.results[0]
-    assert r.error_kind == "config" and f"{fifo} is a FIFO" in (r.error or ""), r.error
+    assert r.error_kind == "config" and f"{fifo}: it is a FIFO" in (r.error or ""), r.error
 
 
 @pytest.mark.parametrize("ssh", ["paramiko", "openssh"])
