@@ -57,3 +57,13 @@ def test_a_critical_finding_stands_above_a_warning_in_every_format() -> None:
     assert render(status, "yaml").index("id: geli-software") < render(status, "yaml").index("id: not-persisted")
     page = render(status, "html")
     assert page.index("geli-software") < page.index("not-persisted")
+
+
+def test_the_html_legend_of_shared_findings_is_most_severe_first() -> None:
+    from bsdcrypt.render.html import finding_legend
+
+    def host(*sevs: str) -> dict[str, object]:
+        return {"findings": [{"id": f"f-{s}", "severity": s, "message": s, "remedy": ""} for s in sevs]}
+
+    legend = finding_legend([host("warning", "unknown", "info", "critical")] * 2)
+    assert [e["severity"] for e in legend] == ["critical", "unknown", "warning", "info"]

@@ -29,6 +29,7 @@ from bsdcrypt import __version__
 from bsdcrypt.assess.findings import VARIANT_NAMES
 from bsdcrypt.render import svg
 from bsdcrypt.render.serialize import yesno
+from bsdcrypt.status import SEVERITY_RANK
 from bsdcrypt.text import visible as text_visible
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ FACT_WIDTH = 12  # the details' key column, in characters (CSS: .kv b {width: 12
 DRIVER_STATES = ("builtin", "loaded", "not-loaded", "no-device", "missing", "unknown")
 FIELD_LIMIT = 1024  # characters of one host-supplied value the page shows; the rest is named, not shown
 ROWS_PER_BODY = 100  # the host table's rows per <tbody>: the browser lays out only the bodies in view
-SEVERITY_ORDER = ("critical", "warning", "unknown", "info")
 
 
 def visible(value: object, limit: int = FIELD_LIMIT) -> str:
@@ -242,9 +242,9 @@ def finding_legend(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             key = (f["id"], f["severity"], f["message"], f["remedy"])
             entry = seen.setdefault(key, {**f, "hosts": 0})
             entry["hosts"] += 1
-    rank = {sev: i for i, sev in enumerate(SEVERITY_ORDER)}
+    # most severe first, as every report lists findings (status.SEVERITY_RANK), then the most hosts
     legend = sorted((e for e in seen.values() if e["hosts"] > 1),
-                    key=lambda e: (rank.get(e["severity"], len(rank)), -e["hosts"], e["id"], e["message"]))
+                    key=lambda e: (-SEVERITY_RANK.get(e["severity"], -1), -e["hosts"], e["id"], e["message"]))
     for n, entry in enumerate(legend):
         entry["n"] = n
     for h in hosts:
