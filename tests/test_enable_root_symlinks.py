@@ -340,8 +340,11 @@ def test_a_link_that_appears_after_resolving_stops_the_write(
     (root / "boot" / "loader.conf").write_bytes(ORIGINAL)
     host = LocalHost()
     (edit,) = set_yes(read_loader_files(host, str(root)), root=str(root))
-    swap = f'mv "$DIR" "$DIR.moved" && ln -s {decoy} "$DIR"\n__SAMEPATH__'
-    monkeypatch.setattr(act, "WRITE_BODY", act.WRITE_BODY.replace("__SAMEPATH__", swap, 1))
+    check = 'samepath "nothing written, run again"'
+    swap = f'mv "$DIR" "$DIR.moved" && ln -s {decoy} "$DIR"\n{check}'
+    real = act.shell_text
+    assert check in real("write.sh")
+    monkeypatch.setattr(act, "shell_text", lambda name: real(name).replace(check, swap, 1) if name == "write.sh" else real(name))
     host_before = snapshot(decoy)
     with pytest.raises(ActError, match="a symbolic link appeared on the path of .* nothing written"):
         safe_write(host, edit, root=str(root))

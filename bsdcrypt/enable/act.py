@@ -6,7 +6,7 @@
   inside it (see `write_script` and docs/enable.md for every step and why), and its undo.
 
 What is read from the host (the loader files, the system at --root DIR, where a path really is) and
-the sh library shared with the reads (`RESOLVE`) are in bsdcrypt.enable.remote.
+the sh files (bsdcrypt/enable/sh/, read by `remote.shell_text`) are shared with the reads.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bsdcrypt.enable.plan import Note, Plan, Refuse, RunCommand, WriteFile
-from bsdcrypt.enable.remote import RESOLVE
+from bsdcrypt.enable.remote import shell_text
 from bsdcrypt.errors import ActError, BsdcryptError
 from bsdcrypt.hostapi import Host, RunResult, sh_quote
 from bsdcrypt.interrupts import Interrupted, signals_deferred, signame_of, sigterm_raises
@@ -54,178 +54,11 @@ def posix_cksum(data: bytes) -> str:
 
 # ---- the safe write --------------------------------------------------------------------------------
 
-# Shared by the check, the write and the undo: `attrs FILE` prints its mode (the 10 characters of
-# `ls -l`, so an ACL or label mark does not count), uid and gid, numerically (POSIX ls -n).
-_ATTRS = r"""
-attrs() { ls -lnd -- "$1" | awk '{ print substr($1, 1, 10), $3, $4 }'; }
-"""
+# The shell that runs on the host lives in bsdcrypt/enable/sh/ (checked by shellcheck: tests/enable/
+# test_shellcheck.py): resolve.sh (shared with the reads), lib.sh (die, syncf, attrs, samepath), check.sh,
+# write.sh, undo.sh and wrapper.sh (the lock). Python only puts them together and sets their variables,
+# each value quoted by sh_quote: no text is substituted into them.
 
-# check F EXISTED: why F cannot be written with its owner, group and mode kept (one line on stdout,
-# exit 1), or nothing. No lock and no writes: it runs for every file before any is written, so a
-# permission, ownership or read-only problem with any of them changes nothing at all.
-_CHECK = r"""
-me=$(id -u); groups=" $(id -G) "
-if [ "$me" = 0 ]; then
-  why="read-only file system (or an immutable flag)"; whyf=$why
-else
-  why="permission denied or read-only file system (run as root?)"; whyf="permission denied (run as root?)"
-fi
-check() {
-  F=$1; EXISTED=$2
-  TGT=$(resolve "$F") || { rc=$?; echo "cannot write $F: $(unresolved $rc)"; return 1; }
-  DIR=$(dirname -- "$TGT")
-  [ -d "$DIR" ] || { echo "directory $DIR does not exist"; return 1; }
-  [ -w "$DIR" ] || { echo "cannot write in $DIR: $why"; return 1; }
-  if [ "$EXISTED" = 1 ]; then
-    [ -f "$TGT" ] || { echo "$F no longer exists (or is not a regular file)"; return 1; }
-    [ -r "$TGT" ] || { echo "cannot read $F: permission denied (run as root?)"; return 1; }
-    if [ "$me" != 0 ]; then
-      set -- $(attrs "$TGT")
-      [ "$2" = "$me" ] || { echo "cannot keep the owner of $F (uid $2) writing as uid $me: run as root"; return 1; }
-      case $groups in
-        *" $3 "*) ;;
-        *) echo "cannot keep the group of $F (gid $3): uid $me is not a member; run as root"; return 1 ;;
-      esac
-    fi
-    [ -w "$TGT" ] || { echo "cannot write $F: $whyf"; return 1; }
-  else
-    [ ! -e "$TGT" ] || { echo "$F appeared since bsdcrypt read it; nothing written, run again"; return 1; }
-  fi
-  return 0
-}
-"""
-
-WRITE_BODY = r"""
-set -u
-die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
-syncf() { if command -v fsync >/dev/null 2>&1; then fsync "$1"; else sync "$1" 2>/dev/null || sync; fi; }
-__ATTRS__
-__SAMEPATH__ "nothing written, run again"
-if [ "$EXISTED" = 1 ]; then
-  [ -f "$TGT" ] || die "$F no longer exists (or is not a regular file)"
-  [ -r "$TGT" ] || die "cannot read $F: permission denied"
-  cur=$(cksum < "$TGT") || die "cannot read $F"
-  [ "$cur" = "$CKSUM" ] || die "$F changed since bsdcrypt read it; nothing written, run again"
-  [ -w "$TGT" ] || die "cannot write $F: permission denied or read-only file (run as root?)"
-else
-  [ ! -e "$TGT" ] || die "$F appeared since bsdcrypt read it; nothing written, run again"
-fi
-[ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
-# Until the rename succeeds, a failure removes what this run created (temp file and backup): the
-# host is left as it was. A crash (SIGKILL) can leave them; the loader reads neither.
-bak=; btmp=; tmp=
-trap 'rm -f ${tmp:+"$tmp"} ${btmp:+"$btmp"} ${bak:+"$bak"}' EXIT
-if [ "$EXISTED" = 1 ]; then
-  # The backup is written as carefully as the file: under a temporary name, checked complete (its
-  # checksum is the one bsdcrypt read: a full file system gives a short copy), fsync'ed, and only
-  # then renamed to its name. A failed or partial backup is removed (trap) and nothing is edited.
-  want=$(attrs "$TGT")
-  b="$TGT.bsdcrypt-$(date -u +%Y%m%dT%H%M%SZ)"
-  [ -e "$b" ] && b="$b.$$"
-  btmp=$(mktemp "$DIR/.$BASE.bsdcrypt-backup.XXXXXX" 2>/dev/null) ||
-    die "cannot create the backup of $F in $DIR (full or read-only file system?); nothing changed"
-  err=$(cp -p "$TGT" "$btmp" 2>&1) || die "cannot write the backup of $F: ${err##*: }; nothing changed"
-  [ "$(cksum < "$btmp")" = "$CKSUM" ] ||
-    die "the backup of $F is incomplete (full file system?); it was removed and nothing changed"
-  # cp -p run by a user who is not root silently gives the copy that user's owner: check.
-  [ "$(attrs "$btmp")" = "$want" ] || die "cannot keep the owner, group and mode of $F on its backup (run as root?)"
-  syncf "$btmp" || die "cannot fsync the backup of $F; nothing changed"
-  err=$(mv -f "$btmp" "$b" 2>&1) || die "cannot name the backup $b: ${err##*: }; nothing changed"
-  bak=$b; btmp=
-fi
-tmp=$(mktemp "$DIR/.$BASE.bsdcrypt.XXXXXX" 2>/dev/null) || die "cannot create a temporary file in $DIR; nothing changed"
-if [ "$EXISTED" = 1 ]; then
-  err=$(cp -p "$TGT" "$tmp" 2>&1) || die "cannot copy $F's owner and mode: ${err##*: }; nothing changed"
-  [ "$(attrs "$tmp")" = "$want" ] || die "cannot keep the owner, group and mode of $F (run as root?)"
-else
-  chmod 644 "$tmp" || die "cannot make the new $F mode 0644"
-fi
-err=$(cat 2>&1 > "$tmp") || die "cannot write the new content of $F: ${err##*: }; nothing changed"
-[ "$(cksum < "$tmp")" = "$NEWSUM" ] ||
-  die "the new content of $F was not written in full (full file system?); nothing changed"
-syncf "$tmp" || die "cannot fsync the new content of $F"
-__CRASH__
-err=$(mv -f "$tmp" "$TGT" 2>&1) || die "cannot rename the new content over $F: ${err##*: }"
-kept=${bak:--}; tmp=; bak=
-trap - EXIT
-# From here on the new content is in place: say so first, so that a failure after this line (or a
-# cut connection) is known to have changed the file, and which backup holds the original.
-printf '%s %s\n%s\n' "bsdcrypt-write: renamed" "$kept" "$TGT"
-syncf "$DIR" || die "renamed, but cannot fsync the directory $DIR"
-echo "bsdcrypt-write: ok"
-cat -- "$TGT"
-"""
-
-# Before the lock is taken, and again under it before anything is written or put back: $DIR and $TGT
-# are still the link-free path `resolve` found (no link appeared on it since), so the lock, backup,
-# temp file and rename stay there. (A tree changed concurrently by someone else can still race a
-# shell: do not point --root at a tree an untrusted user is changing, e.g. a running jail's root.)
-_SAMEPATH = (
-    '[ ! -L "$TGT" ] && [ "$(cd -P -- "$DIR" 2>/dev/null && pwd -P)" = "$DIR" ] || '
-    'die "a symbolic link appeared on the path of $F since it was resolved ($TGT);"'
-)
-
-# The undo of a write of this run, when a later file of the same run failed: under the same lock, if
-# the file still holds exactly what this run wrote, rename the backup (a `cp -p` copy: same bytes,
-# owner, mode and times) back over it; a file this run created is removed.
-_UNDO = r"""
-set -u
-die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
-syncf() { if command -v fsync >/dev/null 2>&1; then fsync "$1"; else sync "$1" 2>/dev/null || sync; fi; }
-__SAMEPATH__ "left as it is"
-[ -f "$TGT" ] || die "$F is gone"
-cur=$(cksum < "$TGT") || die "cannot read $F"
-if [ -n "$BAK" ]; then
-  case $BAK in "$TGT".bsdcrypt-*) ;; *) die "$BAK is not a backup of $F" ;; esac
-  [ "$cur" = "$CKSUM" ] || die "$F changed since bsdcrypt wrote it; left as it is (the original is $BAK)"
-  [ -f "$BAK" ] || die "the backup $BAK is gone"
-  err=$(mv -f "$BAK" "$TGT" 2>&1) || die "cannot rename $BAK over $F: ${err##*: }"
-else
-  [ "$cur" = "$CKSUM" ] || die "$F changed since bsdcrypt created it; left as it is"
-  err=$(rm -f "$TGT" 2>&1) || die "cannot remove $F: ${err##*: }"
-fi
-syncf "$DIR" || die "put back, but cannot fsync the directory $DIR"
-echo "bsdcrypt-write: ok"
-"""
-
-_WRAPPER = r"""
-F=__F__; EXISTED=__EXISTED__; CKSUM=__CKSUM__; NEWSUM=__NEWSUM__; ROOT=__ROOT__; BAK=__BAK__
-PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH
-LC_ALL=C; export LC_ALL
-die() { printf 'bsdcrypt-write: %s\n' "$*" >&2; exit 1; }
-__RESOLVE__
-TGT=$(resolve "$F") || { rc=$?; die "cannot write $F: $(unresolved $rc)"; }
-DIR=$(dirname -- "$TGT"); BASE=$(basename -- "$TGT")
-[ -d "$DIR" ] || die "directory $DIR does not exist"
-[ -w "$DIR" ] || die "cannot write in $DIR: permission denied or read-only file system (run as root?)"
-__SAMEPATH__ "nothing changed, run again"
-export F TGT DIR BASE EXISTED CKSUM NEWSUM BAK
-BODY=__BODY__
-LOCK="$DIR/.bsdcrypt.lock"; WAIT=__WAIT__
-# The lock tool runs BODY in a fresh /bin/sh -c (parsed alone, never by a login shell) while it holds
-# the lock, and exits with BODY's status, or 75 (EX_TEMPFAIL) when the lock was not had within WAIT
-# seconds: lockf(1) does so itself (usr.bin/lockf/lockf.c: errx(EX_TEMPFAIL, "already locked")),
-# GNU flock(1) with -E 75. BODY never exits 75 (its errors are `die`, status 1), so 75 means BODY
-# did not run: nothing was written, and the error says so (a certain failure, not a cut-off one).
-if command -v lockf >/dev/null 2>&1; then
-  # -k: keep the lock file. Without it lockf(1) unlinks the file on release, so a waiter can lock
-  # the unlinked file while a newcomer locks a new one (two holders), and waiters are not served in
-  # order (usr.bin/lockf/lockf.c). Kept, every run locks the same file and waits its turn.
-  lockf -k -t "$WAIT" "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write; rc=$?
-elif command -v flock >/dev/null 2>&1; then
-  flock -E 75 -w "$WAIT" "$LOCK" /bin/sh -c "$BODY" bsdcrypt-write; rc=$?
-else
-  i=0
-  until mkdir "$LOCK.d" 2>/dev/null; do
-    i=$((i + 1)); [ "$i" -lt "$WAIT" ] || die "another bsdcrypt holds $LOCK.d (remove it if none is running); __BUSY__"
-    sleep 1
-  done
-  ( /bin/sh -c "$BODY" bsdcrypt-write ); rc=$?
-  rmdir "$LOCK.d"
-fi
-[ "$rc" -ne 75 ] || die "another bsdcrypt holds the lock on $F; __BUSY__"
-exit $rc
-"""
 
 # Seconds a write or an undo waits for another run's lock on the directory before it gives up
 # (nothing written). Tests lower it.
@@ -242,28 +75,38 @@ def _locked(
     backup: str = "",
     busy: str = "nothing written",
     new_cksum: str = "",
+    crash: bool = False,
 ) -> str:
-    return (
-        _WRAPPER.replace("__RESOLVE__", RESOLVE)
-        .replace("__SAMEPATH__", _SAMEPATH)
-        .replace("__ROOT__", sh_quote(root.rstrip("/")))
-        .replace("__F__", sh_quote(path))
-        .replace("__EXISTED__", "1" if existed else "0")
-        .replace("__CKSUM__", sh_quote(cksum))
-        .replace("__NEWSUM__", sh_quote(new_cksum))
-        .replace("__BAK__", sh_quote(backup))
-        .replace("__WAIT__", str(int(LOCK_WAIT_SECONDS)))
-        .replace("__BUSY__", busy)
-        .replace("__BODY__", sh_quote(body.replace("__SAMEPATH__", _SAMEPATH)))
+    """The wrapper that resolves `path`, takes the lock and runs `body` (write.sh or undo.sh) under it."""
+    values: dict[str, str | int] = {
+        "F": path,
+        "EXISTED": int(existed),
+        "CKSUM": cksum,
+        "NEWSUM": new_cksum,
+        "ROOT": root.rstrip("/"),
+        "BAK": backup,
+        "CRASH": int(crash),
+        "WAIT": int(LOCK_WAIT_SECONDS),
+        "BUSY": busy,
+        "BODY": shell_text("lib.sh") + shell_text(body),
+    }
+    return "\n".join(
+        [
+            *(f"{name}={v if isinstance(v, int) else sh_quote(v)}" for name, v in values.items()),
+            "PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH",
+            "LC_ALL=C; export LC_ALL",
+            shell_text("resolve.sh"),
+            shell_text("lib.sh"),
+            shell_text("wrapper.sh"),
+        ]
     )
 
 
 def write_script(edit: FileEdit, *, root: str = "", crash_before_rename: bool = False) -> str:
     """The sh snippet that replaces `edit.path` with the bytes on its stdin (see docs/enable.md)."""
-    body = WRITE_BODY.replace("__CRASH__", "kill -KILL $$" if crash_before_rename else ":").replace("__ATTRS__", _ATTRS)
     return _locked(
-        body, edit.path, existed=edit.existed, cksum=posix_cksum(edit.before), root=root,
-        new_cksum=posix_cksum(edit.after),
+        "write.sh", edit.path, existed=edit.existed, cksum=posix_cksum(edit.before), root=root,
+        new_cksum=posix_cksum(edit.after), crash=crash_before_rename,
     )
 
 
@@ -273,9 +116,9 @@ def check_script(edits: list[FileEdit], *, root: str = "") -> str:
         f"ROOT={sh_quote(root.rstrip('/'))}",
         "PATH=/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin; export PATH",
         "LC_ALL=C; export LC_ALL",
-        RESOLVE,
-        _ATTRS,
-        _CHECK,
+        shell_text("resolve.sh"),
+        shell_text("lib.sh"),
+        shell_text("check.sh"),
     ]
     lines += [f"check {sh_quote(e.path)} {'1' if e.existed else '0'}" for e in edits]
     lines.append("exit 0")
@@ -354,9 +197,8 @@ def safe_write(host: Host, edit: FileEdit, *, root: str = "", crash_before_renam
 def undo_write(host: Host, edit: FileEdit, result: WriteResult, *, root: str = "") -> None:
     """Put back what `safe_write` replaced (its backup), or remove the file it created; only if the
     file still holds exactly what it wrote. Raises ActError (one line)."""
-    body = _UNDO
     script = _locked(
-        body,
+        "undo.sh",
         edit.path,
         existed=edit.existed,
         cksum=posix_cksum(edit.after),

@@ -1,11 +1,13 @@
-"""Reading a host through `host.run`: the sh library the reads and the safe write share (`RESOLVE`:
+"""Reading a host through `host.run`: the sh library the reads and the safe write share (`resolve_lib()`:
 every path resolved inside --root DIR the way chroot would), the loader files and what system is at
 --root DIR, and where a path really is. Nothing here writes.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from importlib import resources
 
 from bsdcrypt.errors import ActError
 from bsdcrypt.hostapi import Host, sh_quote
@@ -31,60 +33,18 @@ from bsdcrypt.probe import (
 # physical ($ROOT itself through `pwd -P`) and holds no symbolic link, so whatever is done with it
 # (read, backup, temp file, lock, rename) stays inside $ROOT. PATH must be $ROOT/...; without a root
 # ($ROOT empty) it is an absolute path on the host, resolved the same way (`..` stops at /).
-# `unresolved RC` says why resolve failed, in one line without the path.
-RESOLVE = r"""
-unset CDPATH
-resolve() {
-  case $1 in
-    "$ROOT") rest=/ ;;
-    "$ROOT"/*) rest=${1#"$ROOT"} ;;
-    *) return 2 ;;
-  esac
-  R=
-  if [ -n "$ROOT" ]; then
-    R=$(cd -P -- "$ROOT" 2>/dev/null && pwd -P) || return 3
-    [ "$R" != / ] || R=
-  fi
-  cur=; n=0
-  while [ -n "$rest" ]; do
-    c=${rest%%/*}
-    case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
-    case $c in
-      '' | .) continue ;;
-      ..)
-        if [ -z "$cur" ]; then
-          [ -z "$ROOT" ] || return 2
-        else
-          [ -d "$R$cur" ] || return 3
-          cur=${cur%/*}
-        fi
-        continue ;;
-    esac
-    if [ -L "$R$cur/$c" ]; then
-      n=$((n + 1)); [ "$n" -le 32 ] || return 1
-      l=$(readlink -- "$R$cur/$c") || return 3
-      [ -n "$l" ] || return 3
-      case $l in /*) cur= ;; esac
-      rest=$l/$rest
-    else
-      cur=$cur/$c
-    fi
-  done
-  p=$R${cur:-/}
-  if [ -n "$ROOT" ]; then
-    d=${p%/*}; [ -n "$d" ] || d=/
-    if q=$(cd -P -- "$d" 2>/dev/null && pwd -P); then [ "$q" = "$d" ] || return 2; fi
-  fi
-  printf '%s\n' "$p"
-}
-unresolved() {
-  case $1 in
-    1) echo "the symbolic links on its path loop (more than 32 followed)" ;;
-    2) echo "a symbolic link on its path leads outside $ROOT (refused: --root never touches the host's own files)" ;;
-    *) echo "a symbolic link on its path cannot be followed" ;;
-  esac
-}
-"""
+# `unresolved RC` says why resolve failed, in one line without the path. (sh/resolve.sh)
+
+
+@functools.cache
+def shell_text(name: str) -> str:
+    """The text of one of the sh files shipped in bsdcrypt/enable/sh/ (package data)."""
+    return (resources.files("bsdcrypt.enable") / "sh" / name).read_text(encoding="utf-8")
+
+
+def resolve_lib() -> str:
+    """`resolve` and `unresolved` (sh/resolve.sh), for the scripts that read the host."""
+    return shell_text("resolve.sh")
 
 
 # ---- reading ---------------------------------------------------------------------------------------
@@ -99,7 +59,7 @@ def _read_round(host: Host, root: str, paths: list[str], dirs: list[str]) -> lis
     token = new_token()
     lines = [
         f"T={token}; ROOT={sh_quote(root)}",
-        RESOLVE,
+        resolve_lib(),
         FRAME_FUNCTION,
         READ_FUNCTION,
         # r PATH: a step named PATH (as under DIR) with the content of the file it resolves to; no
@@ -179,12 +139,12 @@ def read_loader_files(host: Host, root: str = "") -> list[tuple[str, bytes]]:
 
 
 def real_paths(host: Host, paths: list[str], root: str = "") -> dict[str, str]:
-    """Where each of `paths` really is, every link resolved as `RESOLVE` does (inside DIR with
+    """Where each of `paths` really is, every link resolved as `resolve_lib()` does (inside DIR with
     --root), in one round trip. A path that cannot be resolved is left out (reading or writing it
     reports why)."""
     root = root.rstrip("/")
     token = new_token()
-    lines = [f"T={token}; ROOT={sh_quote(root)}", RESOLVE, FRAME_FUNCTION]
+    lines = [f"T={token}; ROOT={sh_quote(root)}", resolve_lib(), FRAME_FUNCTION]
     lines += [f"s {sh_quote(p)} {sh_quote('resolve ' + sh_quote(p))}" for p in paths]
     lines += ['printf \'%s begin .\\n\\n%s end . 0\\n\' "$T" "$T"', "exit 0"]
     ev = parse_output(host.run("\n".join(lines), timeout=60).stdout, token)
@@ -291,7 +251,7 @@ def read_root_system(host: Host, root: str) -> RootSystem:
     token = new_token()
     lines = [
         f"T={token}; ROOT={sh_quote(base)}",
-        RESOLVE,
+        resolve_lib(),
         FRAME_FUNCTION,
         READ_FUNCTION,
         "s release "
