@@ -7,10 +7,12 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bsdcrypt.bench import BenchParams, measure
+from bsdcrypt.bench.model import BenchParams
+from bsdcrypt.bench.run import measure
 from bsdcrypt.hostapi import RunResult
 
 FIO_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fio"
+OPENSSL_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openssl"
 
 
 def fio_fixture(name: str) -> str:
@@ -66,6 +68,7 @@ Consumers:
 # g_eli_ctl.c gctl_error() as printed by geom(8), geom.c std_list() errx() for a missing
 # instance, fio's open error line). {dev} is the device the failing command names.
 FAILURES: dict[str, tuple[int, str]] = {
+    "system": (127, "sh: uname: not found\n"),
     "id": (127, "sh: id: not found\n"),
     "fio-version": (127, "sh: fio: not found\n"),
     "geli-check": (1, ""),
@@ -158,9 +161,10 @@ class ScriptedHost:
     @staticmethod
     def kind(command: str) -> str:
         c = command.removeprefix("exec ")
-        if c.startswith("OPENSSL_ia32cap=") or c.startswith("openssl "):
+        if c.startswith("( ulimit -c 0") and " speed " in c:  # bench/speed.py's openssl child
             return "openssl"
         for prefix, kind in (
+            ("uname -s; command -v mdconfig", "system"),
             ("id -u", "id"),
             ("fio --version", "fio-version"),
             ("fio ", "fio"),
@@ -233,6 +237,8 @@ class ScriptedHost:
 
     def _execute(self, kind: str, command: str) -> RunResult:
         argv = shlex.split(command.removeprefix("exec "))
+        if kind == "system":  # uname(1) prints the kernel name; command -v the path (sh(1) builtin)
+            return self._ok("FreeBSD\n/sbin/mdconfig\n")
         if kind == "id":
             return self._ok(f"{self.uid}\n")
         if kind == "fio-version":
@@ -324,6 +330,24 @@ class ScriptedHost:
             dev = argv[-1].removeprefix("/dev/")
             return self._ok() if dev in self.eli or dev in self.md else self._err(1, "")
         raise AssertionError(kind)
+
+
+# Real capture of bench/speed.py's command in CPU-time mode: stdout, then stderr's count line (0.13 s of CPU).
+CPUTIME = (OPENSSL_FIXTURES / "debian-openssl3.0.19-cputime-seconds1-bytes16384-aes128gcm.txt").read_text()
+CPUTIME_OUT, CPUTIME_ERR = CPUTIME.split("# ---\n", 1)[1].split("# --- stderr\n")
+CPUTIME_FIGURE = 3119387.57e3  # its AES-128-GCM figure, bytes/s
+
+
+def speed_answer(command: str, factor: float = 1.0, full_cpu: bool = True) -> RunResult:
+    """What `openssl speed -evp CIPHER` answers: the capture, its row named for the command's cipher
+    (OpenSSL prints them in capitals), its figure times `factor` (a busier or quieter moment), and
+    with `full_cpu` the stderr line of a run that got its whole second of CPU."""
+    import re
+
+    cipher = command.split("-evp ", 1)[1].split()[0].upper()
+    out = re.sub(r"(AES-128-GCM\s+)([0-9.]+)k", lambda m: f"{m.group(1)}{float(m.group(2)) * factor:.2f}k", CPUTIME_OUT)
+    err = CPUTIME_ERR.replace("in 0.13s", "in 0.99s") if full_cpu else CPUTIME_ERR
+    return RunResult(0, out.replace("AES-128-GCM", cipher).encode(), err.replace("AES-128-GCM", cipher).encode())
 
 
 PARAMS = BenchParams(size_mib=1024, runtime_s=10, repeat=1)

@@ -1,10 +1,45 @@
-"""Suite-wide settings.
+"""Suite-wide settings and fixtures.
 
 Hypothesis: no per-example deadline and no too-slow health check. The machines that run this suite are
 often heavily loaded, and a property test must fail on a wrong answer, never on a slow one.
 """
 
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("loaded-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("loaded-machine")
+
+
+# --------------------------------------------------------------------------- the CLI in a subprocess
+
+ROOT = Path(__file__).resolve().parent.parent
+QUIET_ENV = ("BSDCRYPT_VERBOSE", "NO_COLOR")  # the caller's settings that would change what is printed
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | str = ROOT, timeout: float = 120, **kw: Any
+) -> subprocess.CompletedProcess[Any]:
+    """`python -m bsdcrypt ARGS` as a user runs it: its own process (exit status, signals, stdout
+    and stderr apart), from the checkout, text output unless `text=False`; `env` is added to this
+    environment (without BSDCRYPT_VERBOSE and NO_COLOR, unless given); other keywords go to
+    subprocess.run (`input`, `stdout`...). Never raises on a non-zero exit."""
+    full = {k: v for k, v in os.environ.items() if k not in QUIET_ENV} | (env or {})
+    kw.setdefault("text", True)
+    if "stdout" not in kw and "stderr" not in kw:
+        kw["capture_output"] = True
+    return subprocess.run([sys.executable, "-m", "bsdcrypt", *args], cwd=cwd, env=full, timeout=timeout,
+                          check=False, **kw)
+
+
+@pytest.fixture()
+def cli() -> Callable[..., subprocess.CompletedProcess[Any]]:
+    """The one way a test runs bsdcrypt in a subprocess: `cli("status", "-f", "json")` (see run_cli)."""
+    return run_cli

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bsdcrypt.bench import BenchParams, fio_args
+from bsdcrypt.bench.model import BenchParams, fio_args
 from bsdcrypt.parsers.fio import parse
 
 FIO = shutil.which("fio")

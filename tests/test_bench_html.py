@@ -136,7 +136,7 @@ def test_compare_refuses_devices_missing_files_and_overwriting_a_record(tmp_path
         assert res.exit_code == 3 and says in res.stderr, (args, res.stderr)
     assert json.loads(good.read_text())["kind"] == "bsdcrypt-bench"  # untouched
     res = runner.invoke(_app(), ["bench", str(good)])  # type: ignore[arg-type]
-    assert res.exit_code == 3 and "only bench --compare reads records" in res.stderr
+    assert res.exit_code == 3 and "only bench compare (bench --compare) reads records" in res.stderr
 
 
 @pytest.fixture()
@@ -144,7 +144,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     h = ScriptedHost()
     monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
     monkeypatch.setattr("bsdcrypt.bench.facts.facts_for", lambda _h: None)
-    monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)
     return h
 
 
@@ -170,7 +170,7 @@ def test_cleanup_refuses_html(scripted: ScriptedHost) -> None:
 
 def test_enable_bench_html_charts_before_and_after(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)
     h = FreeBSDHost(crypto="software")
     monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
     out = tmp_path / "enable.html"

@@ -57,7 +57,7 @@ class FreeBSDHost(ScriptedHost):
 def results_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """enable --bench saves its records where bench does by default: $XDG_DATA_HOME/bsdcrypt/bench."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)
     return tmp_path / "data" / "bsdcrypt" / "bench"
 
 

@@ -144,14 +144,20 @@ def test_one_host_cannot_make_a_report_huge(tmp_path: Path) -> None:
 
 
 def test_bench_tables_show_escapes() -> None:
-    from bsdcrypt import bench
-    from bsdcrypt.bench import BenchResult, HostFacts, Measurement, Sample, UserlandResult
-    from bsdcrypt.bench.model import CipherSpeed
+    from bsdcrypt.bench.model import (
+        BenchParams,
+        BenchResult,
+        CipherSpeed,
+        HostFacts,
+        Measurement,
+        Sample,
+        UserlandResult,
+    )
     from bsdcrypt.render.bench import render_table, render_userland
 
     m = Measurement("geli", "write", [Sample(100 * 1024 * 1024, 1.0, 10000)])
     facts = HostFacts(hostname=NAME, release=f"12.2{RED}", cpu_model=CPU)
-    result = BenchResult(facts, bench.BenchParams(directions=("write",), repeat=1), numjobs=1, measurements=[m],
+    result = BenchResult(facts, BenchParams(directions=("write",), repeat=1), numjobs=1, measurements=[m],
                          fio_version=f"fio-3{TITLE}")
     for text in (render_table(result),
                  render_userland(UserlandResult(f"OpenSSL {TITLE}", [CipherSpeed("aes-128-gcm", 1e9)], None, RED))):

@@ -32,6 +32,7 @@ def _mandoc() -> str:
     pytest.skip("mandoc not installed")
 
 
+@cache
 def _help(*args: str) -> str:
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
     r = subprocess.run([*CLI, *args, "--help"], capture_output=True, text=True, env=env, timeout=60, check=True)
@@ -46,8 +47,16 @@ def _section(text: str, title: str) -> list[str]:
 
 
 @cache
-def help_commands() -> tuple[str, ...]:
-    return tuple(line.split()[0] for line in _section(_help(), "Commands") if re.match(r"^  \S", line))
+def help_commands(*group: str) -> tuple[str, ...]:
+    """The commands of `bsdcrypt --help`; a command with subcommands (`bench`) stands for each of them
+    (`bench geli`, `bench userland` ...), as the man page's SYNOPSIS lists them."""
+    out: list[str] = []
+    for line in _section(_help(*group), "Commands"):
+        if re.match(r"^  \S", line):
+            name = " ".join([*group, line.split()[0]])
+            text = _help(*name.split())
+            out += help_commands(*name.split()) if "\nCommands:\n" in text else [name]
+    return tuple(out)
 
 
 @cache
@@ -80,7 +89,7 @@ def synopsis() -> dict[str, str]:
     block = text[text.index("SYNOPSIS\n"):text.index("\nDESCRIPTION\n")]
     out: dict[str, str] = {}
     for line in block.splitlines():
-        m = re.match(r"^\s+bsdcrypt (?:\[-v\] )?([a-z][\w-]*)(.*)$", line)
+        m = re.match(r"^\s+bsdcrypt (?:\[-v\] )?([a-z][\w-]*(?: (?:geli|userland|cleanup|compare))?)(.*)$", line)
         if m and m.group(1) != "command":  # the generic "bsdcrypt [-v] command [options]"
             rest = re.sub(r"\[-([a-zA-Z]{2,})\]", lambda g: " ".join(f"[-{c}]" for c in g.group(1)), m.group(2))
             out[m.group(1)] = rest
@@ -121,10 +130,13 @@ def test_help_parsing_sees_what_the_cli_defines() -> None:
 
     cli.register_commands()
     root = typer.main.get_command(cli.app)
-    assert set(help_commands()) == set(root.commands)  # type: ignore[attr-defined]
-    for name, command in root.commands.items():  # type: ignore[attr-defined]
+    leaves = {f"{name} {sub}" if sub else name: c
+              for name, command in root.commands.items()  # type: ignore[attr-defined]
+              for sub, c in (getattr(command, "commands", None) or {"": command}).items()}
+    assert set(help_commands()) == set(leaves)
+    for name, command in leaves.items():
         defined = {o for p in command.params if p.param_type_name == "option" for o in (*p.opts, *p.secondary_opts)}
-        assert help_options(name) == defined - {"--help"}, name
+        assert help_options(*name.split()) == defined - {"--help"}, name
 
 
 def test_every_command_and_option_of_help_is_in_the_man_page() -> None:
@@ -137,9 +149,9 @@ def test_every_command_and_option_of_help_is_in_the_man_page() -> None:
     for command in help_commands():
         assert re.search(rf"^\s+{re.escape(command)}\s", description, re.M), f"{command} not described"
         in_synopsis = set(OPTION.findall(syn[command]))
-        missing = [sorted(g) for g in help_option_groups(command) if not g & in_synopsis]
+        missing = [sorted(g) for g in help_option_groups(*command.split()) if not g & in_synopsis]
         assert not missing, f"{command}: {missing} missing from the SYNOPSIS (short or long form)"
-        stale = in_synopsis - help_options(command)
+        stale = in_synopsis - help_options(*command.split())
         assert not stale, f"{command}: {sorted(stale)} in the SYNOPSIS but not in --help"
-        for opt in help_options(command):  # described somewhere, not only listed
+        for opt in help_options(*command.split()):  # described somewhere, not only listed
             assert len(re.findall(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", description)) >= 1, (command, opt)

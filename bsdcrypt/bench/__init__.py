@@ -12,7 +12,7 @@ which step failed. The sequence for one measurement of one target:
 
 The target "md" (no GELI) is the ceiling: what the same md device does without crypto.
 
-Safety rules, enforced in one place (`Devices`):
+Safety rules, enforced in one place (`devices.Devices`):
 * only md units this run created (the name mdconfig printed, `^md[0-9]+$`, not in the
   list taken before) are ever named in a command, and `.eli` only on top of those;
 * cleanup runs on success, on any failing step, on KeyboardInterrupt and on SIGTERM
@@ -25,95 +25,12 @@ Safety rules, enforced in one place (`Devices`):
   `bench --cleanup` also removes labelled units no entry claims. Without labels (old
   mdconfig) the unit is chosen, recorded and then created with `-u N`, and a state entry
   counts only while its unit is a swap md of the recorded size.
+
+The pieces (import each name from the module that defines it; this package re-exports nothing):
+model (parameters, step names, errors, results, compare), state (the state file's lines and owners),
+steps (commands run under a step name), ledger (this run's state-file lines), devices (which devices
+a run may name; their lifecycle), preflight, leftovers, cleanup, session (the pieces of one bench put
+together), run (measure, cleanup_leftovers), speed (the one `openssl speed` measurement), openssl
+(`bench --userland`: speed figures and cipher advice), records (saved records), facts (the probe's view
+of the host), flow (one bench run, returned as data for the CLI).
 """
-
-from bsdcrypt.bench.model import (
-    LABEL,
-    MIB,
-    NO_BEFORE_COMPILED_IN,
-    NO_BEFORE_LOADED,
-    RECORD_SCHEMA,
-    ST_CREATE,
-    ST_DESTROY,
-    ST_DETACH,
-    ST_FIO,
-    ST_GELI,
-    ST_GELI_LIST,
-    ST_LEFTOVERS,
-    ST_MDLIST,
-    ST_MEMORY,
-    ST_ONETIME,
-    ST_ROOT,
-    ST_STATE,
-    ST_SWAP,
-    ST_SYSCTL,
-    STATE_FILE,
-    BenchError,
-    BenchInterrupted,
-    BenchParams,
-    BenchResult,
-    CipherSpeed,
-    CleanupReport,
-    HostFacts,
-    Measurement,
-    Sample,
-    Speedup,
-    UserlandResult,
-    compare,
-    fio_args,
-    no_before_reason,
-    userland_record,
-)
-from bsdcrypt.bench.openssl import IA32CAP_MASK, USERLAND_CIPHERS, userland, userland_advice
-from bsdcrypt.bench.run import cleanup_leftovers, measure
-from bsdcrypt.bench.session import RETRY_DELAY_S, BenchSession, Leftover
-from bsdcrypt.interrupts import signals_deferred, sigterm_raises
-
-__all__ = [
-    "LABEL",
-    "STATE_FILE",
-    "MIB",
-    "RECORD_SCHEMA",
-    "RETRY_DELAY_S",
-    "ST_ROOT",
-    "ST_FIO",
-    "ST_GELI",
-    "ST_SYSCTL",
-    "ST_SWAP",
-    "ST_MEMORY",
-    "ST_LEFTOVERS",
-    "ST_MDLIST",
-    "ST_CREATE",
-    "ST_STATE",
-    "ST_ONETIME",
-    "ST_GELI_LIST",
-    "ST_DETACH",
-    "ST_DESTROY",
-    "BenchError",
-    "BenchInterrupted",
-    "BenchParams",
-    "HostFacts",
-    "fio_args",
-    "Sample",
-    "Measurement",
-    "CleanupReport",
-    "CipherSpeed",
-    "UserlandResult",
-    "BenchResult",
-    "Speedup",
-    "compare",
-    "no_before_reason",
-    "NO_BEFORE_COMPILED_IN",
-    "NO_BEFORE_LOADED",
-    "userland_record",
-    "Leftover",
-    "sigterm_raises",
-    "signals_deferred",
-    "BenchSession",
-    "measure",
-    "cleanup_leftovers",
-    "USERLAND_CIPHERS",
-    "IA32CAP_MASK",
-    "userland",
-    "userland_advice",
-]

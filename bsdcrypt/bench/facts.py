@@ -3,7 +3,7 @@ at all (GELI and md(4) are FreeBSD's)."""
 
 from __future__ import annotations
 
-from bsdcrypt.bench.model import BenchError, HostFacts
+from bsdcrypt.bench.model import ST_SYSTEM, BenchError, HostFacts
 from bsdcrypt.hostapi import Host
 from bsdcrypt.status import Status
 
@@ -24,7 +24,7 @@ class NotFreeBSD(BenchError):
     """The probe showed a system without GELI and md(4); `facts` are what it showed."""
 
     def __init__(self, why: str, facts: HostFacts) -> None:
-        super().__init__("preflight: system", why)
+        super().__init__(ST_SYSTEM, why)
         self.why = why
         self.facts = facts
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bsdcrypt.bench import facts as host_facts
-from bsdcrypt.bench.model import BenchParams, BenchResult, HostFacts, UserlandResult, userland_record
+from bsdcrypt.bench.model import BenchParams, BenchResult, CleanupReport, HostFacts, UserlandResult, userland_record
 from bsdcrypt.bench.openssl import userland
-from bsdcrypt.bench.records import default_results_dir, save_json, save_record
-from bsdcrypt.bench.run import measure, now
+from bsdcrypt.bench.records import USERLAND_SUFFIX, default_results_dir, save_json, save_record
+from bsdcrypt.bench.run import cleanup_leftovers, measure, now
 from bsdcrypt.hostapi import Host
 
 
@@ -36,7 +36,9 @@ class UserlandRun:
     saved: Saved
 
 
-def run_userland(host: Host, *, save: str | None, no_save: bool) -> UserlandRun:
+def run_userland(
+    host: Host, *, save: str | None, no_save: bool, progress: Callable[[str], None] | None = None
+) -> UserlandRun:
     """`bench --userland`: openssl speed needs neither root nor fio nor an md device, nor FreeBSD."""
     try:
         facts = host_facts.facts_for(host)
@@ -44,13 +46,13 @@ def run_userland(host: Host, *, save: str | None, no_save: bool) -> UserlandRun:
         facts = exc.facts
     x86 = facts is None or facts.arch in (None, "amd64", "i386", "x86_64")
     started = now()
-    result = userland(host, x86=x86)
+    result = userland(host, x86=x86, progress=progress)
     saved = Saved()
     if not no_save:
         hf = facts or HostFacts(hostname=host.name)
         record = userland_record(result, hf, started, now())
         try:
-            saved.path = save_json(record, _save_dir(save), started, hf.hostname, "-userland")
+            saved.path = save_json(record, _save_dir(save), started, hf.hostname, USERLAND_SUFFIX.removesuffix(".json"))
         except OSError as exc:
             saved.error = f"could not save the record: {exc}"
     return UserlandRun(result, facts, saved)
@@ -76,3 +78,9 @@ def run_measure(
         except OSError as exc:
             saved.error = f"could not save the record: {exc}"
     return MeasureRun(result, saved)
+
+
+def run_cleanup(host: Host, progress: Callable[[str], None] | None = None) -> CleanupReport:
+    """`bench cleanup`: what an interrupted bench left, removed or left alone with why (NotFreeBSD, one
+    line, on a system without mdconfig)."""
+    return cleanup_leftovers(host, progress)

@@ -16,6 +16,7 @@ MIB = 1024 * 1024
 RECORD_SCHEMA = 1
 
 # Steps: every failure names one of these.
+ST_SYSTEM = "preflight: system"
 ST_ROOT = "preflight: root"
 ST_FIO = "preflight: fio"
 ST_GELI = "preflight: GELI"
@@ -271,9 +272,11 @@ class CipherSpeed:
 @dataclass
 class UserlandResult:
     openssl_version: str | None
-    ciphers: list[CipherSpeed]
+    ciphers: list[CipherSpeed]  # each figure the median of `rounds` runs
     prefer: str | None
     advice: str
+    rounds: int = 1
+    warnings: list[str] = field(default_factory=list)  # a figure too noisy to trust, a run that failed
 
 
 @dataclass
@@ -348,6 +351,8 @@ def userland_record(u: UserlandResult, host: HostFacts, started: str, finished: 
         "ciphers": [asdict(c) for c in u.ciphers],
         "prefer": u.prefer,
         "advice": u.advice,
+        "rounds": u.rounds,
+        "warnings": list(u.warnings),
     }
 
 

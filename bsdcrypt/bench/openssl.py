@@ -1,39 +1,39 @@
-"""Userland crypto: `openssl speed` for AES-GCM and ChaCha20-Poly1305, and which to prefer."""
+"""`bench --userland`: userland OpenSSL's AES-GCM and ChaCha20-Poly1305 as it runs and with AES-NI
+masked (bench/speed.py measures), the spread of each, and which cipher to prefer."""
 
 from __future__ import annotations
 
-import shlex
+from collections.abc import Callable
 
+from bsdcrypt.bench import speed
 from bsdcrypt.bench.model import CipherSpeed, UserlandResult
 from bsdcrypt.hostapi import Host
-from bsdcrypt.parsers import openssl_speed
 
 USERLAND_CIPHERS = ("aes-128-gcm", "aes-256-gcm", "chacha20-poly1305")
 IA32CAP_MASK = "~0x200000200000000"  # AES-NI (bit 57) and PCLMULQDQ (bit 33) off
+ROUNDS = 3  # interleaved rounds (OpenSSL 1.1.1+: 1 s each); a median and a spread
+OLD_ROUNDS = 1  # OpenSSL 1.0.2/1.1.0: each run takes its fixed 3 s per block size
+SETTINGS = ("AES-NI masked", "as it runs")  # speed's "before" and "after"
 
 
-def userland(host: Host, seconds: int = 1, x86: bool = True) -> UserlandResult:
-    """`openssl speed -elapsed -evp` for AES-GCM and ChaCha20-Poly1305, plus AES-NI masked."""
-    version: str | None = None
-    speeds: list[CipherSpeed] = []
-
-    def one(cipher: str, env: str) -> float | None:
-        nonlocal version
-        base = f"{env}openssl speed -elapsed -seconds {seconds} -evp {cipher}"
-        res = host.run(base, timeout=seconds * 6 * 4 + 60)
-        if not res.ok:  # OpenSSL before 1.1.0 has no -seconds
-            res = host.run(f"{env}openssl speed -elapsed -evp {cipher}", timeout=3 * 6 * 4 + 60)
-        parsed = openssl_speed.parse(res.stdout.decode(errors="replace"))
-        version = version or parsed.version
-        row = parsed.row(cipher)
-        return row.bulk_bytes_per_s if row else None
-
-    for cipher in USERLAND_CIPHERS:
-        plain = one(cipher, "")
-        masked = one(cipher, f"OPENSSL_ia32cap={shlex.quote(IA32CAP_MASK)} ") if x86 else None
-        speeds.append(CipherSpeed(cipher, plain, masked))
+def userland(
+    host: Host, seconds: int = 1, x86: bool = True, *, rounds: int = ROUNDS,
+    progress: Callable[[str], None] | None = None,
+) -> UserlandResult:
+    """`openssl speed -evp` for AES-GCM and ChaCha20-Poly1305, also with AES-NI masked (x86); a
+    warning for each figure too noisy to trust, and for each run that failed."""
+    m = speed.run(
+        host, "openssl", IA32CAP_MASK, None, rounds=rounds, seconds=seconds, old=None, ciphers=USERLAND_CIPHERS,
+        with_before=x86, old_rounds=OLD_ROUNDS, progress=progress, names=SETTINGS,
+    )
+    speeds = [CipherSpeed(c.cipher, c.after.median, c.before.median if x86 else None) for c in m.ciphers]
     prefer, advice = userland_advice(speeds)
-    return UserlandResult(version, speeds, prefer, advice)
+    warnings = [
+        f"{cipher} ({setting}) is too noisy to trust: {why}; run it again at a quieter moment"
+        for cipher, setting, why in m.noisy_series(SETTINGS)
+    ]
+    warnings += [f"openssl speed gave no figure for {f}" for f in m.failures]
+    return UserlandResult(m.version, speeds, prefer, advice, rounds=m.rounds, warnings=warnings)
 
 
 def userland_advice(speeds: list[CipherSpeed]) -> tuple[str | None, str]:

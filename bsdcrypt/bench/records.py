@@ -140,18 +140,36 @@ def result_from_record(rec: Any) -> BenchResult:
 
 
 def expand(paths: list[str]) -> list[Path]:
-    """A folder stands for the bench records in it (*.json, by name: the names start with the UTC time)."""
+    """A folder stands for the GELI bench records in it (*.json but *-userland.json, by name: the names
+    start with the UTC time); a folder without one is BenchRecordError saying what it holds."""
     out: list[Path] = []
     for p in paths:
         path = Path(p).expanduser()
         if path.is_dir():
-            found = sorted(x for x in path.glob("*.json") if x.is_file() and not x.name.endswith("-userland.json"))
+            records = sorted(x for x in path.glob("*.json") if x.is_file())
+            found = [x for x in records if not x.name.endswith(USERLAND_SUFFIX)]
             if not found:
-                raise BenchRecordError(f"{p}: no bench records (*.json) in this folder")
+                raise BenchRecordError(no_records(p, records))
             out += found
         else:
             out.append(path)
     return out
+
+
+USERLAND_SUFFIX = "-userland.json"  # how `bench userland` names its records
+
+
+def no_records(folder: str, records: list[Path]) -> str:
+    """Why a folder gives nothing to compare: what it holds, and what compare can chart."""
+    if not records:
+        return f"{folder}: no bench records (*.json) in this folder"
+    names = [x.name for x in records]
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    what = f"{len(names)} bench userland record{'s' if len(names) > 1 else ''}"
+    return (
+        f"{folder}: no GELI bench records to compare: it holds {what} ({shown}), which have no GELI "
+        "figures to chart; compare charts the records of `bsdcrypt bench` (geli) runs"
+    )
 
 
 def load(path: Path) -> BenchResult:

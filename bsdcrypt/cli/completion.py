@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -64,7 +65,7 @@ FLEET_FORMATS_HELP = {
 
 BENCH_FORMATS_HELP = {
     "table": "aligned text and bars (the default)",
-    "json": "the bench record (docs/bench.md)",
+    "json": "the record, or the document of the job (docs/bench.md)",
     "yaml": "the same as YAML",
     "prometheus": "node_exporter textfile collector",
     "html": "one self-contained page charting the run(s)",
@@ -83,8 +84,14 @@ def complete_fleet_format(incomplete: str) -> list[tuple[str, str]]:
     return _matching(FLEET_FORMATS_HELP, incomplete)
 
 
-def complete_bench_format(incomplete: str) -> list[tuple[str, str]]:
-    return _matching(BENCH_FORMATS_HELP, incomplete)
+def bench_format_completion(formats: tuple[str, ...]) -> Callable[[str], list[tuple[str, str]]]:
+    """--format of one bench job: the formats it has (cleanup no html, userland no prometheus ...)."""
+    table = {k: v for k, v in BENCH_FORMATS_HELP.items() if k in formats}
+
+    def complete(incomplete: str) -> list[tuple[str, str]]:
+        return _matching(table, incomplete)
+
+    return complete
 
 
 # typer's bash script plus: no space after a value that is not finished (`replay:`, a directory).

@@ -61,8 +61,8 @@ class EnableBench:
         A failure is a message (enable goes on); Ctrl-C/SIGTERM is EnableBenchInterrupted, raised after
         the bench cleaned up, carrying `state` (what enable had changed by then).
         """
-        from bsdcrypt.bench import measure
         from bsdcrypt.bench.records import save_record
+        from bsdcrypt.bench.run import measure
 
         what = {"before": "before enabling", "after": "after enabling"}.get(phase, "with the driver as it is")
         self.tell(f"--bench: measuring {what} (GELI on a swap-backed md device, then the bare md ceiling)...")

@@ -14,6 +14,9 @@ from bsdcrypt.enable.plan import Plan
 from bsdcrypt.platform import FREEBSD_FAMILY
 
 EXIT_WARNING = 1
+# measured before/after: AES-128-CTR is what tor's relay cells use, AES-128-GCM what TLS uses,
+# ChaCha20-Poly1305 the alternative when AES stays slow
+SPEED_CIPHERS = ("aes-128-gcm", "aes-128-ctr", "chacha20-poly1305")
 EXIT_REFUSED = 2
 
 
@@ -145,8 +148,9 @@ def derive_prove_measure(
     h: Any, out: Any, doc: dict[str, Any], system: str, unit: str, openssl: str, simulate: bool, bench: bool,
     rounds: int, seconds: int, current_env: str | None,
 ) -> int | None:
+    from bsdcrypt.bench import speed
     from bsdcrypt.parsers import ia32cap
-    from bsdcrypt.userland import advice, measure, trial
+    from bsdcrypt.userland import advice, trial
     from bsdcrypt.userland.session import choose_openssl, derive
 
     prog, why = choose_openssl(h, unit, openssl or None)
@@ -185,8 +189,9 @@ def derive_prove_measure(
         doc["result"] = "refused"
         return EXIT_REFUSED
     if bench:
-        m = measure.run(h, d.openssl, d.before_env, d.value, rounds=rounds, seconds=seconds,
-                        old=d.lib.grammar == "sscanf")
+        # 1.0.2/1.1.0 (sscanf grammar) run the old way; 1.1.0i+ lacks -seconds too: the first run finds out
+        m = speed.run(h, d.openssl, d.before_env, d.value, rounds=rounds, seconds=seconds,
+                      old=True if d.lib.grammar == "sscanf" else None, ciphers=SPEED_CIPHERS)
         doc["measurement"] = {
             "rounds": m.rounds, "seconds": m.seconds, "before_env": m.before_env, "after_env": m.after_env,
             "noisy": m.noisy, "failures": m.failures,

@@ -7,4 +7,4 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _no_retry_delay(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)  # where cleanup reads it
+    monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)  # where cleanup reads it

@@ -15,7 +15,7 @@ from bsdcrypt.bench.model import HostFacts
 
 @pytest.fixture(autouse=True)
 def _quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("bsdcrypt.bench.session.RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)
 
 
 def test_a_run_is_saved_where_asked_and_returned(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench_host import SWAPINFO_OUT
 
-from bsdcrypt.bench import LABEL
+from bsdcrypt.bench.model import LABEL
 from bsdcrypt.parsers.mdconfig import parse_mdconfig_list
 from bsdcrypt.parsers.swapinfo import parse_swapinfo_avail_kib
 from bsdcrypt.parsers.sysctl import parse_boottime

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from bench_host import PARAMS, ScriptedHost
 
-from bsdcrypt import bench
-from bsdcrypt.bench import compare, measure
+from bsdcrypt.bench.model import CipherSpeed, Sample, compare
+from bsdcrypt.bench.openssl import userland_advice
+from bsdcrypt.bench.run import measure
 
 
 def test_compare_and_compiled_in_case() -> None:
@@ -14,7 +15,7 @@ def test_compare_and_compiled_in_case() -> None:
     after = measure(ScriptedHost(crypto="accelerated software"), PARAMS)
     g = before.get("geli", "write")
     assert g is not None
-    g.samples[0] = bench.Sample(g.samples[0].bw_bytes / 5, 1.0, 10000)
+    g.samples[0] = Sample(g.samples[0].bw_bytes / 5, 1.0, 10000)
     sp = compare(before, after)
     assert sp.ratio["write"] == pytest.approx(5.0)
     assert "software -> accelerated software" in sp.note
@@ -34,14 +35,14 @@ def test_compare_and_compiled_in_case() -> None:
 
 def test_userland_advice() -> None:
     fast_aes = [
-        bench.CipherSpeed("aes-128-gcm", 3.7e9, 1.6e8),
-        bench.CipherSpeed("chacha20-poly1305", 2.3e9, 2.3e9),
+        CipherSpeed("aes-128-gcm", 3.7e9, 1.6e8),
+        CipherSpeed("chacha20-poly1305", 2.3e9, 2.3e9),
     ]
-    prefer, text = bench.userland_advice(fast_aes)
+    prefer, text = userland_advice(fast_aes)
     assert prefer == "AES-GCM" and "AES-NI makes" in text
     no_aesni = [
-        bench.CipherSpeed("aes-128-gcm", 1.6e8, 1.5e8),
-        bench.CipherSpeed("chacha20-poly1305", 9.0e8, 9.0e8),
+        CipherSpeed("aes-128-gcm", 1.6e8, 1.5e8),
+        CipherSpeed("chacha20-poly1305", 9.0e8, 9.0e8),
     ]
-    prefer, text = bench.userland_advice(no_aesni)
+    prefer, text = userland_advice(no_aesni)
     assert prefer == "ChaCha20-Poly1305" and "not using AES-NI" in text

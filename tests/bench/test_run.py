@@ -8,8 +8,24 @@ import shlex
 import pytest
 from bench_host import PARAMS, ScriptedHost, fio_fixture, happy_commands, humanize, size_bytes
 
-from bsdcrypt import bench
-from bsdcrypt.bench import LABEL, BenchError, BenchInterrupted, BenchParams, HostFacts, measure
+from bsdcrypt.bench.model import (
+    LABEL,
+    ST_CREATE,
+    ST_DESTROY,
+    ST_DETACH,
+    ST_FIO,
+    ST_GELI,
+    ST_GELI_LIST,
+    ST_LEFTOVERS,
+    ST_MDLIST,
+    ST_ONETIME,
+    ST_ROOT,
+    BenchError,
+    BenchInterrupted,
+    BenchParams,
+    HostFacts,
+)
+from bsdcrypt.bench.run import measure
 from bsdcrypt.hostapi import RunResult
 
 
@@ -75,15 +91,15 @@ HAPPY = happy_commands()
 
 # which step a failing command must be reported as (mdconfig -l runs in two steps)
 STEP_OF_KIND = {
-    "id": {bench.ST_ROOT},
-    "fio-version": {bench.ST_FIO},
-    "geli-check": {bench.ST_GELI},
-    "mdconfig-list": {bench.ST_LEFTOVERS, bench.ST_MDLIST},
-    "mdconfig-attach": {bench.ST_CREATE},
-    "mdconfig-detach": {bench.ST_DESTROY},
-    "geli-onetime": {bench.ST_ONETIME},
-    "geli-list": {bench.ST_GELI_LIST},
-    "geli-detach": {bench.ST_DETACH},
+    "id": {ST_ROOT},
+    "fio-version": {ST_FIO},
+    "geli-check": {ST_GELI},
+    "mdconfig-list": {ST_LEFTOVERS, ST_MDLIST},
+    "mdconfig-attach": {ST_CREATE},
+    "mdconfig-detach": {ST_DESTROY},
+    "geli-onetime": {ST_ONETIME},
+    "geli-list": {ST_GELI_LIST},
+    "geli-detach": {ST_DETACH},
 }
 TOLERATED = {"sysctl", "swapinfo", "state-read", "state-write", "test"}
 
@@ -191,7 +207,7 @@ def test_preflight_errors_are_clear() -> None:
 def test_md_name_validation() -> None:
     """The unit is the one bsdcrypt chose (`-u N`): whatever mdconfig prints is never read, and a
     name that is no md unit, or one that existed before, is refused before any command names it."""
-    from bsdcrypt.bench.session import Devices
+    from bsdcrypt.bench.devices import Devices
 
     class WeirdHost(ScriptedHost):
         def _execute(self, kind: str, command: str) -> RunResult:
@@ -263,7 +279,7 @@ def test_a_provider_that_never_appeared_fails_geli_list_with_freebsds_message() 
     host = ScriptedHost(onetime_silently_fails=True)
     with pytest.raises(BenchError) as info:
         measure(host, PARAMS)
-    assert info.value.step == bench.ST_GELI_LIST
+    assert info.value.step == ST_GELI_LIST
     assert "Class 'ELI' does not have an instance named 'md1.eli'." in str(info.value)
     assert host.leaked() == []
 

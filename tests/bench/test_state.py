@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from bench_host import PARAMS, Md, ScriptedHost, happy_commands
 
-from bsdcrypt import bench
-from bsdcrypt.bench import LABEL, BenchError, BenchInterrupted, measure
+from bsdcrypt.bench.model import LABEL, ST_LEFTOVERS, BenchError, BenchInterrupted, CleanupReport
+from bsdcrypt.bench.run import cleanup_leftovers, measure
 from bsdcrypt.bench.state import controller_name
 from bsdcrypt.hostapi import RunResult
 
@@ -23,10 +23,10 @@ def test_leftovers_are_detected_and_cleanup_removes_only_ours() -> None:
     host.eli.add("md1.eli")
     with pytest.raises(BenchError) as info:
         measure(host, PARAMS)
-    assert info.value.step == bench.ST_LEFTOVERS
+    assert info.value.step == ST_LEFTOVERS
     assert "md1" in str(info.value) and "--cleanup" in str(info.value)
     assert "md1" in host.md  # not touched without --cleanup
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert sorted(report.removed) == ["md1", "md1.eli"] and report.ok
     assert set(host.md) == {"md0", "md2"} and not host.eli
 
@@ -49,13 +49,13 @@ def test_leftover_from_state_file_without_label_support() -> None:
     host = ScriptedHost(label_support=False)
     host.md["md1"] = Md("swap", "1024m", None)
     host.state_file = f"1732000000 md1 {_owner(_dead_pid())} swap 1073741824\n"
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert report.removed == ["md1"]
     # a state file from an earlier boot is ignored: that md1 is not ours
     host2 = ScriptedHost(label_support=False)
     host2.md["md1"] = Md("swap", "1024m", None)
     host2.state_file = f"1600000000 md1 {_owner(_dead_pid())} swap 1073741824\n"
-    assert bench.cleanup_leftovers(host2).removed == []
+    assert cleanup_leftovers(host2).removed == []
     assert "md1" in host2.md
 
 
@@ -92,7 +92,7 @@ def test_stale_state_entry_for_an_unlabelled_md_is_dropped_never_destroyed() -> 
         assert "md1" in host.md and host.md["md1"].label == label
         assert host.state_file is None  # the stale entry is gone from the file
         host.state_file = f"1732000000 md1 {_owner(_dead_pid())} swap 1073741824\n"
-        report = bench.cleanup_leftovers(host)
+        report = cleanup_leftovers(host)
         assert report.removed == [] and report.ok, report.summary()
         assert "md1" in host.md and host.state_file is None
         assert not any(c.startswith("mdconfig -d -u 1") for c in host.commands)
@@ -118,9 +118,9 @@ def test_leftovers_of_a_running_bench_are_never_removed() -> None:
     with pytest.raises(BenchError) as info:
         measure(host, PARAMS)
     msg = str(info.value)
-    assert info.value.step == bench.ST_LEFTOVERS
+    assert info.value.step == ST_LEFTOVERS
     assert "still running" in msg and f"pid {os.getppid()}" in msg
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert not report.ok and report.removed == []
     assert report.refused and report.refused[0][0] == "md1" and "still running" in report.summary()
     assert "md1" in host.md and "md1.eli" in host.eli
@@ -134,7 +134,7 @@ def test_leftovers_of_a_bench_run_from_another_machine_are_left_alone() -> None:
     with pytest.raises(BenchError) as info:
         measure(host, PARAMS)
     assert "laptop.example.org" in str(info.value) and "mdconfig -d -u 1 -o force" in str(info.value)
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert not report.ok and [d for d, _ in report.refused] == ["md1"]
     assert "md1" in host.md
 
@@ -149,7 +149,7 @@ def test_a_cleanup_between_recording_and_creating_never_takes_the_running_benchs
     bench's entry, alone; the bench measures and cleans up as usual."""
     import bsdcrypt.bench.state as state_mod
 
-    reports: list[bench.CleanupReport] = []
+    reports: list[CleanupReport] = []
     states: list[str] = []  # the state file once the md exists (and any racing cleanup is done)
 
     class RacingHost(ScriptedHost):
@@ -168,7 +168,7 @@ def test_a_cleanup_between_recording_and_creating_never_takes_the_running_benchs
             with monkeypatch.context() as m:
                 if where == "another machine":
                     m.setattr(state_mod, "controller_name", lambda: "laptop.example.org")
-                reports.append(bench.cleanup_leftovers(self))
+                reports.append(cleanup_leftovers(self))
 
     host = RacingHost()
     result = measure(host, PARAMS)
@@ -210,7 +210,7 @@ def test_unclaimed_labelled_md_refuses_a_run_and_cleanup_removes_it() -> None:
     with pytest.raises(BenchError, match="bsdcrypt bench --cleanup"):
         measure(host, PARAMS)
     assert "md1" in host.md
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert report.removed == ["md1"] and report.ok
 
 
@@ -226,7 +226,7 @@ def test_without_labels_the_state_entry_must_match_type_and_size(md: Md, state: 
     host = ScriptedHost(label_support=False)
     host.md["md1"] = md
     host.state_file = f"1732000000 md1 {_owner(_dead_pid())} {state}\n"
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert report.ok
     assert ("md1" in host.md) == kept
     assert host.state_file is None  # a stale entry is dropped either way
@@ -238,7 +238,7 @@ def test_without_labels_an_entry_without_owner_is_not_trusted() -> None:
     host.state_file = "1732000000 md1\n"  # the first state format: no owner, no size
     with pytest.raises(BenchError, match="remove it by hand"):
         measure(host, PARAMS)
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert not report.ok and report.removed == [] and "md1" in host.md
 
 
@@ -302,7 +302,7 @@ def test_a_clock_step_never_makes_a_running_benchs_md_removable() -> None:
     before_step = f"1731996400 md1 {alive} swap 1073741824\n"  # kern.boottime was an hour earlier
     host = ScriptedHost()
     _labelled_leftover(host, before_step)
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert not report.ok and report.removed == [] and [d for d, _ in report.refused] == ["md1"]
     assert "still running" in report.summary()
     assert "md1" in host.md and "md1.eli" in host.eli and host.state_file == before_step
@@ -317,7 +317,7 @@ def test_without_labels_another_boot_time_is_refused_and_kept() -> None:
     host.md["md1"] = Md("swap", "1024m", None)
     line = f"1731996400 md1 {_owner(_dead_pid())} swap 1073741824\n"
     host.state_file = line
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert not report.ok and report.removed == [] and "md1" in host.md
     assert "a reboot, or a clock step" in report.summary() and "delete its line" in report.summary()
     assert host.state_file == line  # uncertain: neither acted on nor forgotten
@@ -351,7 +351,7 @@ def test_garbage_lines_in_the_state_file_never_block_and_are_said_once(garbage: 
     notes = [w for w in result.warnings if "/var/run/bsdcrypt-bench.units" in w]
     assert len(notes) == 1 and "ignored 2 line(s)" in notes[0], result.warnings
     assert host.leaked() == [] and host.state_file == f"{garbage}\n{garbage}\n"  # left as they are
-    report = bench.cleanup_leftovers(host)
+    report = cleanup_leftovers(host)
     assert report.ok
 
 
@@ -389,7 +389,7 @@ def test_a_bench_of_another_controller_with_the_same_name_is_never_judged_dead(
     for controller, removed in (("fedcba9876543210", False), ("-", False), (mine, True)):
         host = ScriptedHost()
         _labelled_leftover(host, f"1732000000 md1 {_owner(dead)} swap 1073741824 0123456789abcdef {controller}\n")
-        report = bench.cleanup_leftovers(host)
+        report = cleanup_leftovers(host)
         assert ("md1" not in host.md) is removed, report.summary()
         if not removed:
             assert "another machine of that name" in report.summary() and "md1" in host.md
