@@ -1,17 +1,15 @@
 """fleet-audit: the `status` pipeline on every host of a hosts file, concurrently and bounded.
 
-Each host goes through exactly what `bsdcrypt status --host ...` does (`pipeline.status_of`):
-one connection, one exec of the batched probe, the same parsers and assessment. A host that
-cannot be audited becomes a Status with one `unknown` finding naming the reason, never a crash.
+Each host goes through exactly what `bsdcrypt status --host ...` does (`pipeline.status_of`): one
+connection, one exec of the batched probe, the same parsers and assessment. A host that cannot be
+audited becomes a Status with one `unknown` finding naming the reason, never a crash.
 
-Time is bounded: every host has a deadline (`timeout`, covering connect, authentication and
-the probe). SSHHost honours it in each wait; a watchdog aborts a host that overruns it and,
-should a worker still be stuck (e.g. inside the system resolver), gives the host up as timed
-out after a short grace and starts a fresh worker. So the wall time is at most about
-ceil(hosts / parallel) * (timeout + grace). That includes the ssh config lookup of each host
-(a `Match exec` command may be slow or hang): with a `Match exec` in the config it is done by the
-host's worker, under its deadline; without one every lookup is microseconds of CPU and is done before
-the run, so duplicates are set aside there (`run_fleet(dedupe=True)`).
+Time is bounded: every host, SSH or replay, has a deadline (`timeout`) from the moment a worker of the
+pool (concurrent.futures) takes it, covering its ssh config lookup (`ssh -G`), connect, authentication and
+the probe, or the reading of its recording. The SSH hosts honour it in each wait; the watchdog (the
+caller's thread) aborts a host that overruns it and, should a worker still be stuck (inside the system
+resolver, or reading a hostile recording), gives the host up as timed out after a short grace. So the
+wall time is at most about ceil(hosts / parallel) * (timeout + grace).
 
 Ctrl-C and SIGTERM (the CLI turns it into `FleetInterrupted`) abort every host in flight, let the
 workers close them, and kill the process group of every ProxyCommand still running.
@@ -22,23 +20,24 @@ paramiko is imported only if the fleet has SSH entries (replay-only fleets never
 from __future__ import annotations
 
 import os
-import queue
 import resource
 import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bsdcrypt.errors import BsdcryptError, CutOff, HostError, ProbeError, kind_of
+from bsdcrypt.fleet.dupes import Duplicates
 from bsdcrypt.fleet.progress import Progress
 from bsdcrypt.fleet.results import FleetInterrupted, FleetRun, HostResult, failed_status
 from bsdcrypt.hostapi import Host, RunResult
 from bsdcrypt.hosts import verbose
 from bsdcrypt.hosts.open import open_host, replay_file
-from bsdcrypt.hostsfile import Duplicate, HostEntry
+from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.interrupts import signals_ignored, signame_of
 from bsdcrypt.probe import MAX_OUTPUT as PROBE_MAX_OUTPUT
 from bsdcrypt.probe import PROBE_MAGIC
@@ -246,7 +245,6 @@ def fd_limit_parallel(wanted: int) -> int:
 class _Running:
     started: float
     deadline: float
-    thread: int  # the worker's thread id (its Match exec commands are killed by it)
     host: Any = None
     aborted: bool = False
 
@@ -256,19 +254,106 @@ def timed_out(entry: HostEntry, timeout: float, elapsed: float, why: str) -> Hos
     return HostResult(entry, failed_status(entry, "timeout", reason), elapsed, reason, "timeout")
 
 
-def _duplicate_notes(entries: Sequence[HostEntry], dup_of: dict[int, int]) -> list[str]:
-    """One note per audited line that had duplicates, in line order; `dup_of` maps a duplicate's index
-    to the index of the line it is a duplicate of (which may be a duplicate itself)."""
-    groups: dict[int, Duplicate] = {}
-    for i in sorted(dup_of):
-        root = dup_of[i]
-        while root in dup_of:
-            root = dup_of[root]
-        first = entries[root]
-        dup = groups.setdefault(root, Duplicate(first.spec, first.source))
-        dup.others.append(entries[i].source)
-        dup.other_specs.append(entries[i].spec)
-    return [str(groups[root]) for root in sorted(groups)]
+class _Run:
+    """One run: a thread pool of `parallel` workers (concurrent.futures) and, in the caller's thread, the
+    deadline watchdog. A host's deadline starts when a worker takes it; the watchdog aborts a host past it
+    and, after GRACE, gives it up as timed out (its worker, stuck in something abort cannot reach, such as
+    the resolver or a replay being read, is not replaced: it takes the next host when it comes back)."""
+
+    def __init__(self, entries: Sequence[HostEntry], options: FleetOptions, auditor: Auditor,
+                 dupes: Duplicates | None, progress: Progress | None) -> None:
+        self.entries, self.options, self.auditor, self.dupes, self.progress = entries, options, auditor, dupes, progress
+        self.running: dict[int, _Running] = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.threads: set[int] = set()
+        self.results: dict[int, HostResult] = {}
+        self.done = self.failed = self.given_up = 0
+
+    def task(self, i: int) -> HostResult | _Duplicate | None:
+        """One host, in a worker; None when it was given up meanwhile (its row says timeout) or the run stops."""
+        with self.lock:
+            if self.stopping.is_set():
+                return None
+            self.threads.add(threading.get_ident())
+            now = time.monotonic()
+            slot = _Running(now, now + self.options.timeout)
+            self.running[i] = slot
+
+        def on_host(host: Host) -> None:
+            slot.host = host
+            if slot.aborted:
+                host.abort()
+            if self.dupes is not None:  # the config is known now: the same connection as a line under way?
+                ident = self.auditor.host_identity(self.entries[i], host)
+                first = self.dupes.claim(ident, i) if ident is not None else None
+                if first is not None:
+                    host.close()
+                    raise _Duplicate(first)
+
+        try:
+            res: HostResult | _Duplicate = self.auditor.audit(self.entries[i], on_host)
+        except _Duplicate as dup:
+            res = dup
+        with self.lock:  # judged when its worker is done: a backlog of results can never time it out
+            finished = self.running.get(i) is slot
+            if finished:
+                del self.running[i]
+        return res if finished else None
+
+    def take(self, i: int, res: HostResult | _Duplicate | None) -> None:
+        if res is None:
+            return
+        if isinstance(res, _Duplicate):
+            assert self.dupes is not None
+            self.dupes.dropped(i, res.first)
+        else:
+            self.results[i] = res
+            self.failed += res.error is not None
+        self.done += 1
+
+    def watch(self, given: set[int]) -> None:
+        """Abort hosts past their deadline; give up those past the grace too (their index into `given`)."""
+        now = time.monotonic()
+        with self.lock:
+            overdue = [(j, s) for j, s in self.running.items() if now >= s.deadline]
+        for j, slot in overdue:
+            if not slot.aborted:
+                slot.aborted = True
+                if slot.host is not None:
+                    slot.host.abort()  # its socket, ProxyCommand, ssh or `ssh -G` process
+            elif now >= slot.deadline + GRACE:
+                with self.lock:  # unless its worker finished meanwhile (its result is then in its future)
+                    gone = self.running.get(j) is slot
+                    if gone:
+                        del self.running[j]
+                if not gone:
+                    continue
+                why = "the host did not give up when aborted" if slot.host is not None else \
+                    "it was still being opened (a replay being read, or a name being resolved)"
+                self.results[j] = timed_out(self.entries[j], self.options.timeout, now - slot.started, why)
+                given.add(j)
+                self.done += 1
+                self.failed += 1
+                self.given_up += 1
+
+    def stop(self) -> int:
+        """An interrupted run: no new host starts, every host in flight is aborted; returns how many."""
+        self.stopping.set()
+        held = self.lock.acquire(timeout=1.0)  # not forever: the interrupt may have hit us holding it
+        try:
+            slots = list(self.running.values())
+        finally:
+            if held:
+                self.lock.release()
+        for slot in slots:
+            slot.aborted = True  # a worker that has not made its host yet aborts it in on_host
+            if slot.host is not None:
+                try:
+                    slot.host.abort()
+                except Exception:
+                    pass
+        return len(slots)
 
 
 def run_fleet(
@@ -280,203 +365,65 @@ def run_fleet(
 ) -> FleetRun:
     """Audit every entry; returns one result per entry, in input order.
 
-    With `dedupe`, a host listed twice is audited once and `FleetRun.duplicates` says so. The lowest
-    line of a group is always the one audited and named first. Lines equal as written and replays of
-    one file are set aside before the run, and so are lines the ssh config makes one connection when
-    the config has no `Match exec` (lookups are then cheap). With a `Match exec`, lookups run in the
-    workers under each host's deadline: a line whose lookup finds an earlier line of the same identity
-    under way is dropped at once; one that finds only a later line goes on, both are audited, and the
-    later row is dropped after the run (doubled work only then). If the lowest line's lookup failed
-    or hung, it is no member of the group, and the next lowest line is kept. Duplicates have no row.
+    With `dedupe`, a host listed twice is audited once and `FleetRun.duplicates` says so (fleet/dupes.py):
+    lines equal as written and replays of one file are set aside before the run; lines the ssh config
+    makes one connection are found in the workers, each under its host's deadline. Duplicates have no row.
     """
     started = time.monotonic()
     auditor = auditor or Auditor(options)
     auditor.prepare(entries)  # before the first deadline starts (the CLI has done it already)
-    dup_of: dict[int, int] = {}  # index of a duplicate -> index of the line it duplicates
-    order = list(range(len(entries)))
-    claims: dict[Hashable, list[int]] = {}  # ssh identity -> the lines audited for it (lowest first)
-    if dedupe:
-        seen: dict[Hashable, int] = {}
-        for i, entry in enumerate(entries):
-            ident = auditor.eager_identity(entry)
-            if ident is not None:
-                claims.setdefault(ident, [i])  # the workers find it claimed already (its duplicates never start)
-            else:
-                ident = auditor.quick_identity(entry)
-            first = seen.setdefault(ident, i)
-            if first != i:
-                dup_of[i] = first
-        order = [i for i in order if i not in dup_of]
+    dupes = Duplicates() if dedupe else None
+    order = dupes.set_aside([auditor.quick_identity(e) for e in entries]) if dupes else list(range(len(entries)))
     total = len(order)
     if progress is not None:
         progress.total = total
     parallel = fd_limit_parallel(max(1, min(options.parallel, total or 1)))
-    results: dict[int, HostResult] = {}
-    running: dict[int, _Running] = {}
-    lock = threading.Lock()
-    stopping = threading.Event()
-    next_index = iter(order)
-    done_q: queue.SimpleQueue[tuple[int, HostResult | _Duplicate]] = queue.SimpleQueue()
-    threads: list[threading.Thread] = []
-
-    def worker() -> None:
-        while True:
-            with lock:
-                i = None if stopping.is_set() else next(next_index, None)
-                if i is None:
-                    return
-                now = time.monotonic()
-                slot = _Running(now, now + options.timeout, threading.get_ident())
-                running[i] = slot
-
-            def on_host(host: Host, slot: _Running = slot, i: int = i) -> None:
-                slot.host = host
-                if dedupe:  # the config is known now: the same connection as a line already under way?
-                    ident = auditor.host_identity(entries[i], host)
-                    if ident is not None:
-                        # An earlier line already under way for it: this one is its duplicate. A later
-                        # one (its lookup finished first; only with Match exec) does not stop this line:
-                        # both are audited and the later row is dropped after the run.
-                        with lock:
-                            lines = claims.setdefault(ident, [])
-                            first = lines[0] if lines and lines[0] < i else None
-                            if first is None and i not in lines:
-                                lines.insert(0, i)
-                        if first is not None:
-                            host.close()
-                            raise _Duplicate(first)
-                if slot.aborted:
-                    host.abort()
-
-            try:
-                res: HostResult | _Duplicate = auditor.audit(entries[i], on_host)
-            except _Duplicate as dup:
-                res = dup
-            if slot.aborted and slot.host is None and isinstance(res, HostResult) and res.error is not None:
-                res = timed_out(entries[i], options.timeout, res.elapsed,
-                                 "looking up its ssh config (a slow Match exec?)")
-            with lock:
-                # The host is judged when its worker is done, not when the main loop gets to its result:
-                # a finished host leaves `running` here, so a backlog of results can never time it out.
-                finished = running.get(i) is slot
-                if finished:
-                    del running[i]
-            if finished:
-                done_q.put((i, res))
-            # else it was given up (its row says timeout); this late result is dropped
-
-    def spawn() -> None:
-        t = threading.Thread(target=worker, name="fleet-worker", daemon=True)
-        threads.append(t)
-        t.start()
-
-    done = failed = given_up = 0
+    run = _Run(entries, options, auditor, dupes, progress)
+    pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="fleet-worker")
+    index = {pool.submit(run.task, i): i for i in order}
+    pending = set(index)
+    given: set[int] = set()
     try:
-        for _ in range(min(parallel, total)):  # the only workers of the run: never more than `parallel`
-            spawn()
-        while done < total:
-            batch: list[tuple[int, HostResult | _Duplicate]] = []
-            try:
-                batch.append(done_q.get(timeout=0.1))
-                while True:  # take the whole backlog at once
-                    batch.append(done_q.get_nowait())
-            except queue.Empty:
-                pass
-            for i, res in batch:
-                if isinstance(res, _Duplicate):
-                    dup_of[i] = res.first
-                else:
-                    results[i] = res
-                    failed += res.error is not None
-                done += 1
-            if batch and progress:
-                progress.update(done, failed)
-            now = time.monotonic()
-            with lock:
-                overdue = [(j, s) for j, s in running.items() if now >= s.deadline]
-            for j, slot in overdue:
-                if not slot.aborted:
-                    slot.aborted = True
-                    if slot.host is not None and hasattr(slot.host, "abort"):
-                        slot.host.abort()  # its socket, ProxyCommand, ssh or `ssh -G` process
-                elif now >= slot.deadline + GRACE:
-                    with lock:  # unless its worker finished meanwhile (its result is then in the queue)
-                        gone = running.get(j) is slot
-                        if gone:
-                            del running[j]
-                    if not gone:
-                        continue
-                    # The worker is stuck beyond the abort (e.g. in getaddrinfo, which cannot be
-                    # interrupted): the host is given up. No worker is added: the stuck one takes the
-                    # next host when it comes back, and its late result is dropped.
-                    results[j] = timed_out(entries[j], options.timeout, now - slot.started,
-                                            "the host did not give up when aborted")
-                    done += 1
-                    failed += 1
-                    given_up += 1
-                    if progress:
-                        progress.update(done, failed)
+        while pending:
+            finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            before = run.done
+            for future in finished:
+                run.take(index[future], future.result())
+            run.watch(given)
+            if given:
+                pending = {f for f in pending if index[f] not in given}
             if progress:
+                if run.done != before:
+                    progress.update(run.done, run.failed)
                 progress.tick()
     except BaseException as exc:
         with signals_ignored():  # a second Ctrl-C/SIGTERM must not cut this bounded cleanup short
-            in_flight = _stop(stopping, lock, running, threads)
+            in_flight = run.stop()
+            pool.shutdown(wait=False, cancel_futures=True)
+            wait(pending, timeout=GRACE)
+            _sweep()
             if progress:
                 progress.finish()
         if isinstance(exc, KeyboardInterrupt):
             interrupted = exc if isinstance(exc, FleetInterrupted) else FleetInterrupted(signame_of(exc))
-            interrupted.counted, interrupted.done, interrupted.in_flight = True, done, in_flight
-            interrupted.not_started = max(0, total - done - in_flight)
+            interrupted.counted, interrupted.done, interrupted.in_flight = True, run.done, in_flight
+            interrupted.not_started = max(0, total - run.done - in_flight)
             if interrupted is exc:
                 raise
             raise interrupted from None
         raise
-    if given_up:  # their workers are stuck: what they started must not outlive the run
+    pool.shutdown(wait=not run.given_up)  # a stuck worker is left behind, not waited for
+    if run.given_up:  # their workers are stuck: what they started must not outlive the run
         _sweep()
     if progress:
         progress.finish()
-    # Lines of one identity that were all audited (a later line's lookup finished before the earlier
-    # one's): the lowest line with a row is kept, whatever the order the lookups finished in.
-    for lines in claims.values():
-        kept = [i for i in sorted(set(lines)) if i in results]
-        for i in kept[1:]:
-            del results[i]
-            dup_of[i] = kept[0]
-    for i, first in list(dup_of.items()):  # a duplicate of a line whose row was dropped: of the kept one
-        while first in dup_of and first not in results:
-            first = dup_of[first]
-        dup_of[i] = first
+    results = run.results
+    if dupes is not None:
+        dupes.settle(results)  # type: ignore[arg-type]
     final = [results[i] for i in sorted(results)]
-    run = FleetRun(final, time.monotonic() - started, parallel, options.timeout, workers=len(threads))
-    run.duplicates = _duplicate_notes(entries, dup_of)
-    return run
-
-
-def _stop(
-    stopping: threading.Event, lock: threading.Lock, running: dict[int, _Running], threads: list[threading.Thread]
-) -> int:
-    """An interrupted run: no new host starts, every host in flight is aborted (its ProxyCommand's process
-    group killed), the workers get GRACE seconds to close them, then any ProxyCommand still alive is
-    killed. Returns how many hosts were in flight."""
-    stopping.set()
-    held = lock.acquire(timeout=1.0)  # not forever: the interrupt may have hit the main thread holding it
-    try:
-        slots = list(running.values())
-    finally:
-        if held:
-            lock.release()
-    for slot in slots:
-        slot.aborted = True  # a worker that has not made its host yet aborts it in on_host
-        if slot.host is not None and hasattr(slot.host, "abort"):
-            try:
-                slot.host.abort()
-            except Exception:
-                pass
-    end = time.monotonic() + GRACE
-    for t in threads:
-        t.join(max(0.0, end - time.monotonic()))
-    _sweep()
-    return len(slots)
+    fleet = FleetRun(final, time.monotonic() - started, parallel, options.timeout, workers=len(run.threads))
+    fleet.duplicates = dupes.notes(entries) if dupes is not None else []
+    return fleet
 
 
 def _sweep() -> None:
