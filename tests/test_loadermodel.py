@@ -192,7 +192,8 @@ def test_crlf_file_ending_in_a_bare_cr_is_edited_not_refused() -> None:
     # Before: "refusing to write /boot/loader.conf: line 2 would be malformed" (the CR became "\r\r").
     data = b"a=1\r\njunk line\r"
     (edit,) = set_yes([(CONF, data)], major=14)
-    assert edit.after == data + b'\r\naesni_load="YES" # bsdcrypt enable: added+eol\r\n'
+    # issue 26: only LF completes the lone CR, so the loader reads "junk line\r" exactly as before
+    assert edit.after == data + b'\naesni_load="YES" # bsdcrypt enable: added+lf\r\n'
     assert [ln.number for ln in parse(edit.after) if ln.kind == "malformed"] == [2]  # the user's line, kept
     assert apply([(CONF, edit.after)], restore([(CONF, edit.after)])) == [(CONF, data)]
 

@@ -97,7 +97,7 @@ def one_write_per_file(host: Host, plan: Plan, files: list[tuple[str, bytes]], r
     files to resolve: its plan is shown as it is."""
     if not plan.writes or not host.can_exec:
         return plan
-    from bsdcrypt.enable.plan import merge_same_files
+    from bsdcrypt.enable.merge import merge_same_files
     from bsdcrypt.enable.remote import real_paths
     from bsdcrypt.errors import ActError
 

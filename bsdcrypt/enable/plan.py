@@ -1,17 +1,16 @@
 """The enable/disable planner (pure): a Status and the loader files in, a Plan of actions as data out.
 
 Nothing here runs commands.  `bsdcrypt.enable.act` performs a Plan on a Host.  The decision table is
-documented in docs/enable.md.  `merge_same_files` makes one write per real file when two names of the
-loader configuration are one file (where each name really is comes from `enable.remote.real_paths`).
+documented in docs/enable.md.  `enable.merge.merge_same_files` makes one write per real file when two
+names of the loader configuration are one file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from bsdcrypt.assess.findings import PASSTHROUGH, VARIANT_NAMES
-from bsdcrypt.errors import ActError
 from bsdcrypt.loader import conf as loaderconf
 from bsdcrypt.loader.conf import FileEdit
 from bsdcrypt.parsers.loaderconf import assignments, malformed
@@ -261,127 +260,151 @@ def plan_enable(
     root: str = "",
     force: bool = False,
 ) -> Plan:
-    """What `bsdcrypt enable [--persist] [--root DIR [--force]]` should do on this host."""
-    plan = Plan()
-    act = plan.actions
-    driver = p.driver
-
+    """What `bsdcrypt enable [--persist] [--root DIR [--force]]` should do on this host: the first rule
+    that decides the whole plan (a refusal, nothing to do), else load now and persist (docs/enable.md)."""
     if root:
-        # An offline system (jail, image): only its loader configuration is edited.
-        act.append(
-            Note(
-                f"--root {root}: only the loader configuration under it is edited; the running kernel "
-                "is not touched and its driver state is not checked against that system's kernel."
-            )
-        )
-        if p.root_not_freebsd:  # what a running non-FreeBSD host gets, with what DIR showed
-            act.append(
-                Refuse(
-                    f"the system at {root} is not a FreeBSD-family system: {p.root_not_freebsd}",
-                    "point --root at the root of a FreeBSD or HardenedBSD system (mounted?)",
-                )
-            )
-            return plan
-        if p.root_arch is not None and primary_driver(p.root_arch) is None:  # DIR's kernel: no AES driver
-            act.append(Refuse(f"FreeBSD has no AES acceleration driver for {p.root_arch}", CHACHA_NOTE))
-            return plan
-        if not persist:
-            act.append(Refuse("with --root there is nothing to do without --persist", "add --persist"))
-            return plan
-        drv = loader_driver(p)
-        if p.root_variant in APPLIANCES:  # told by DIR's own version files, as the probe tells a running host
-            act.append(
-                Refuse(
-                    f"the system at {root} is {_name(p.root_variant)}, which generates /boot/loader.conf "
-                    "itself; bsdcrypt does not edit it",
-                    _appliance_advice(p.root_variant),
-                )
-            )
-            return plan
-        rel = parse_release(p.root_release) if p.root_release else None
-        if rel is not None and (rel.major >= 13 or rel.hbsd) and not force:
-            # Like a running kernel with the driver compiled in: nothing to do, and say why (exit 0).
-            kernel = "HARDENEDBSD has" if rel.hbsd else "GENERIC has"
-            since = "10" if rel.hbsd else "13.0"
-            act.append(
-                Note(
-                    f"the system at {root} is {rel.raw}: its {kernel} {drv} compiled in since {since}, so no "
-                    f"{drv}_load line is needed and nothing changes. If it boots a custom kernel without "
-                    f"`device {drv}`, --force writes the line anyway."
-                )
-            )
-            return plan
-        if rel is None:
-            unknown = f"the release of the system at {root} is unknown"
-            act.append(Note(f"{unknown} ({root}/bin/freebsd-version missing or unparsable)."))
-        act.extend(_persist_actions(files, drv, root, rel.major if rel else None))
-        return plan
+        return Plan(_root_plan(p, files, root, persist=persist, force=force))
+    for rule in (_not_freebsd, _compiled_in, _cannot_accelerate, _appliance, _driver_refusal):
+        decided = rule(p, persist)
+        if decided is not None:
+            return Plan(decided)
+    driver = p.driver or loader_driver(p)
+    act = _load_now(p, driver)
+    act += _persist_or_say(p, files, driver, root, persist, refused=any(isinstance(a, Refuse) for a in act))
+    geli = _geli_note(p, driver)
+    return Plan(act + ([geli] if geli else []))
 
+
+def _root_plan(
+    p: PlanInput, files: Sequence[tuple[str, bytes]], root: str, *, persist: bool, force: bool
+) -> list[Action]:
+    """--root DIR: an offline system (jail, image), only its loader configuration is edited."""
+    act: list[Action] = [
+        Note(
+            f"--root {root}: only the loader configuration under it is edited; the running kernel "
+            "is not touched and its driver state is not checked against that system's kernel."
+        )
+    ]
+    refusal = _root_refusal(p, root, persist)
+    if refusal is not None:
+        return act + [refusal]
+    drv = loader_driver(p)
+    rel = parse_release(p.root_release) if p.root_release else None
+    if rel is not None and (rel.major >= 13 or rel.hbsd) and not force:
+        # Like a running kernel with the driver compiled in: nothing to do, and say why (exit 0).
+        kernel = "HARDENEDBSD has" if rel.hbsd else "GENERIC has"
+        since = "10" if rel.hbsd else "13.0"
+        return act + [
+            Note(
+                f"the system at {root} is {rel.raw}: its {kernel} {drv} compiled in since {since}, so no "
+                f"{drv}_load line is needed and nothing changes. If it boots a custom kernel without "
+                f"`device {drv}`, --force writes the line anyway."
+            )
+        ]
+    if rel is None:
+        unknown = f"the release of the system at {root} is unknown"
+        act.append(Note(f"{unknown} ({root}/bin/freebsd-version missing or unparsable)."))
+    return act + _persist_actions(files, drv, root, rel.major if rel else None)
+
+
+def _root_refusal(p: PlanInput, root: str, persist: bool) -> Refuse | None:
+    if p.root_not_freebsd:  # what a running non-FreeBSD host gets, with what DIR showed
+        return Refuse(
+            f"the system at {root} is not a FreeBSD-family system: {p.root_not_freebsd}",
+            "point --root at the root of a FreeBSD or HardenedBSD system (mounted?)",
+        )
+    if p.root_arch is not None and primary_driver(p.root_arch) is None:  # DIR's kernel: no AES driver
+        return Refuse(f"FreeBSD has no AES acceleration driver for {p.root_arch}", CHACHA_NOTE)
+    if not persist:
+        return Refuse("with --root there is nothing to do without --persist", "add --persist")
+    if p.root_variant in APPLIANCES:  # told by DIR's own version files, as the probe tells a running host
+        return Refuse(
+            f"the system at {root} is {_name(p.root_variant)}, which generates /boot/loader.conf "
+            "itself; bsdcrypt does not edit it",
+            _appliance_advice(p.root_variant),
+        )
+    return None
+
+
+# The rules that decide a whole plan for a running host, in order: each returns the plan's actions, or
+# None to let the next one decide.
+
+
+def _not_freebsd(p: PlanInput, persist: bool) -> list[Action] | None:
     if p.os_name not in FREEBSD_FAMILY and p.variant not in APPLIANCES + ("hardenedbsd",):
-        act.append(
+        return [
             Refuse(
                 f"this is not a FreeBSD-family host ({p.os_name or 'unknown system'})",
                 "run bsdcrypt enable on a FreeBSD or HardenedBSD host",
             )
-        )
-        return plan
-    if driver is None:
-        act.append(
-            Refuse(f"FreeBSD has no AES acceleration driver for {p.arch or 'this architecture'}", CHACHA_NOTE)
-        )
-        return plan
+        ]
+    if p.driver is None:
+        return [Refuse(f"FreeBSD has no AES acceleration driver for {p.arch or 'this architecture'}", CHACHA_NOTE)]
+    return None
 
-    sha_only = bool(p.attached and p.accelerates_aes is False)
-    if p.state == "builtin" and p.attached and not sha_only:
-        why = f"it is compiled into the running kernel ({p.kernel_ident or 'unknown config'})"
-        if p.kernel_ident == "HARDENEDBSD":
-            why += "; HardenedBSD's kernel has included aesni since 10-STABLE"
-        elif p.kernel_ident == "GENERIC":
-            why += f"; GENERIC includes {driver} since FreeBSD 13.0"
-        act.append(
-            Note(
-                f"{driver} is already active: {why}. Nothing to load, and no {driver}_load line is "
-                "needed" + (", so --persist changes nothing." if persist else ".")
-            )
-        )
-        geli = _geli_note(p, driver)
-        if geli:
-            act.append(geli)
-        return plan
 
-    if sha_only:
-        act.append(
+def _sha_only(p: PlanInput) -> bool:
+    return bool(p.attached and p.accelerates_aes is False)
+
+
+def _compiled_in(p: PlanInput, persist: bool) -> list[Action] | None:
+    driver = p.driver
+    if not (p.state == "builtin" and p.attached and not _sha_only(p)) or driver is None:
+        return None
+    why = f"it is compiled into the running kernel ({p.kernel_ident or 'unknown config'})"
+    if p.kernel_ident == "HARDENEDBSD":
+        why += "; HardenedBSD's kernel has included aesni since 10-STABLE"
+    elif p.kernel_ident == "GENERIC":
+        why += f"; GENERIC includes {driver} since FreeBSD 13.0"
+    act: list[Action] = [
+        Note(
+            f"{driver} is already active: {why}. Nothing to load, and no {driver}_load line is "
+            "needed" + (", so --persist changes nothing." if persist else ".")
+        )
+    ]
+    geli = _geli_note(p, driver)
+    return act + ([geli] if geli else [])
+
+
+def _cannot_accelerate(p: PlanInput, persist: bool) -> list[Action] | None:
+    """The CPU (or the VM's virtual CPU) has no AES instructions: nothing to load."""
+    driver = p.driver
+    if _sha_only(p):
+        return [
             Refuse(
                 f"{driver}0 attached for SHA only: the CPU reports no AES-NI (usually disabled in the "
                 "BIOS/UEFI setup)",
                 "enable AES-NI in the firmware setup and reboot. " + CHACHA_NOTE,
             )
+        ]
+    if p.cpu_aes is not False:
+        return None
+    if p.vm:
+        hv = p.hypervisor or "hypervisor"
+        return [
+            Refuse(
+                f"this {hv} guest's virtual CPU does not advertise AES-NI, so {driver} cannot accelerate "
+                "anything here",
+                "ask the VM's provider for CPU passthrough of AES-NI ("
+                + PASSTHROUGH.get(hv, "CPU passthrough / the host CPU model")
+                + "). "
+                + CHACHA_NOTE,
+            )
+        ]
+    return [
+        Refuse(
+            "this CPU has no AES instructions: there is nothing to load",
+            CHACHA_FAST + " For fast disk encryption: newer hardware.",
         )
-        return plan
-    if p.cpu_aes is False:
-        if p.vm:
-            hv = p.hypervisor or "hypervisor"
-            act.append(
-                Refuse(
-                    f"this {hv} guest's virtual CPU does not advertise AES-NI, so {driver} cannot accelerate "
-                    "anything here",
-                    "ask the VM's provider for CPU passthrough of AES-NI ("
-                    + PASSTHROUGH.get(hv, "CPU passthrough / the host CPU model")
-                    + "). "
-                    + CHACHA_NOTE,
-                )
-            )
-        else:
-            act.append(
-                Refuse(
-                    "this CPU has no AES instructions: there is nothing to load",
-                    CHACHA_FAST + " For fast disk encryption: newer hardware.",
-                )
-            )
-        return plan
+    ]
 
-    if p.variant in APPLIANCES and p.state == "loaded" and p.attached:
-        act.append(Note(f"{driver} is already loaded and attached."))
+
+def _appliance(p: PlanInput, persist: bool) -> list[Action] | None:
+    """pfSense/OPNsense and friends generate /boot/loader.conf themselves."""
+    if p.variant not in APPLIANCES:
+        return None
+    if p.state == "loaded" and p.attached:
+        act: list[Action] = [Note(f"{p.driver} is already loaded and attached.")]
         if not p.persisted:
             act.append(
                 Note(
@@ -389,45 +412,49 @@ def plan_enable(
                     f"/boot/loader.conf itself): {_appliance_advice(p.variant)}"
                 )
             )
-        return plan
-    if p.variant in APPLIANCES:
-        act.append(
-            Refuse(
-                f"{_name(p.variant)} generates /boot/loader.conf itself; bsdcrypt does not edit it",
-                _appliance_advice(p.variant),
-            )
+        return act
+    return [
+        Refuse(
+            f"{_name(p.variant)} generates /boot/loader.conf itself; bsdcrypt does not edit it",
+            _appliance_advice(p.variant),
         )
-        return plan
+    ]
 
+
+def _driver_refusal(p: PlanInput, persist: bool) -> list[Action] | None:
+    """No driver to load: missing, in the kernel without a device, or not known."""
+    driver = p.driver
     if p.state == "missing":
-        act.append(
+        return [
             Refuse(
                 f"there is no {driver} driver: it is not in the running kernel and {driver}.ko is "
                 "not in /boot/kernel",
                 f"add `device crypto` and `device {driver}` to the kernel config and rebuild, or "
                 f"build the module (cd /usr/src/sys/modules/{driver} && make && make install)",
             )
-        )
-        return plan
+        ]
     if p.state == "no-device":
-        act.append(
+        return [
             Refuse(
                 f"{driver} is in the kernel but no {driver}0 device attached",
                 f"check `dmesg | grep {driver}` and that hint.{driver}.0.disabled is not set",
             )
-        )
-        return plan
+        ]
     if p.state == "unknown":
-        act.append(
+        return [
             Refuse(
                 f"could not tell whether {driver} is loaded (kldstat output missing)",
                 "run `bsdcrypt status` and check the probe; or `kldstat -v` on the host",
             )
-        )
-        return plan
+        ]
+    return None
+
+
+def _load_now(p: PlanInput, driver: str) -> list[Action]:
+    """kldload and its check when the module is on disk but not loaded."""
+    act: list[Action] = []
     if p.cpu_aes is None and p.state == "not-loaded":
         act.append(Note("the CPU flags were not found in dmesg.boot: loading the driver will tell"))
-
     if p.state == "not-loaded":
         if p.is_root is False:
             act.append(
@@ -447,27 +474,30 @@ def plan_enable(
         )
     elif p.state == "loaded":
         act.append(Note(f"{driver} is already loaded and attached."))
+    return act
 
+
+def _persist_or_say(
+    p: PlanInput, files: Sequence[tuple[str, bytes]], driver: str, root: str, persist: bool, *, refused: bool
+) -> list[Action]:
+    """--persist: the loader file edits (root needed to write them); without it, what a reboot would do."""
     if persist:
         persisting = _persist_actions(files, driver, root, p.major)
         writes = any(isinstance(a, WriteFile) for a in persisting)
-        if writes and p.is_root is False and not any(isinstance(a, Refuse) for a in act):
-            act.append(Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)", needs_root=True))
-        act.extend(persisting)
-    elif p.blacklisted:
-        act.append(
+        if writes and p.is_root is False and not refused:
+            return [Refuse("editing /boot/loader.conf needs root", "run it as root (doas/sudo)", needs_root=True),
+                    *persisting]
+        return persisting
+    if p.blacklisted:
+        return [
             Note(
                 f"module_blacklist at {p.blacklisted} names {driver}: the loader skips it at boot, so it is "
                 f"loaded for this boot only (remove it from the blacklist before --persist)."
             )
-        )
-    elif p.persisted is False:
-        act.append(Note(f"nothing loads {driver} at boot yet: add --persist to keep it after a reboot."))
-
-    geli = _geli_note(p, driver)
-    if geli:
-        act.append(geli)
-    return plan
+        ]
+    if p.persisted is False:
+        return [Note(f"nothing loads {driver} at boot yet: add --persist to keep it after a reboot.")]
+    return []
 
 
 def plan_disable(
@@ -516,67 +546,3 @@ def plan_disable(
 
 
 # ---- two names of one file ------------------------------------------------------------------------
-
-
-def _times(n: int) -> str:
-    return "twice" if n == 2 else f"{n} times"
-
-
-def merge_same_files(plan: Plan, files: list[tuple[str, bytes]], real: dict[str, str], name: str) -> Plan:
-    """The plan with one write per real file, when two names of the loader configuration are one
-    file (`boot/loader.conf.local -> loader.conf`): the loader then reads that file twice, and every
-    name of it shows the one new content. Raises ActError (a refusal, one line) when the plan cannot
-    hold: two different contents for one file, or, once every name shows the new content, a value of
-    `name` other than the one the plan meant."""
-    if not plan.writes:
-        return plan
-    names: dict[str, list[str]] = {}
-    for path in [p for p, _ in files] + [w.edit.path for w in plan.writes]:
-        if path in real and path not in names.get(real[path], []):
-            names.setdefault(real[path], []).append(path)
-    shared = {r: ps for r, ps in names.items() if len(ps) > 1}
-    writes = {w.edit.path: w.edit for w in plan.writes}
-    if not any(p in writes for ps in shared.values() for p in ps):
-        return plan
-    new: dict[str, bytes] = {}  # real file -> its one new content
-    for w in plan.writes:
-        r = real.get(w.edit.path)
-        if r is None:
-            continue
-        if r in new and new[r] != w.edit.after:
-            first = next(p for p in shared[r] if p in writes)
-            raise ActError(
-                f"{first} and {w.edit.path} are one file ({r}): the change would write it twice with different "
-                f"content; make one of them a file of its own (or remove the link) and run again"
-            )
-        new[r] = w.edit.after
-    planned = [(p, writes[p].after if p in writes else d) for p, d in files]
-    planned += [(w.edit.path, w.edit.after) for w in plan.writes if w.edit.path not in dict(files)]
-    seen = [(p, new.get(real.get(p, ""), d)) for p, d in planned]
-    want = loaderconf.effective(loaderconf.loader_order(planned), name)
-    got = loaderconf.effective(loaderconf.loader_order(seen), name)
-    if (want and want.value) != (got and got.value):
-        r, ps = next((r, ps) for r, ps in shared.items() if r in new)
-        raise ActError(
-            f"{' and '.join(ps)} are one file ({r}), so the loader reads it {_times(len(ps))}, and the change "
-            f"would not give {name} the value planned; make them files of their own (or remove the link) and "
-            "run again"
-        )
-    actions: list[Action] = []
-    written: set[str] = set()
-    for a in plan.actions:
-        if isinstance(a, WriteFile) and a.edit.path in real:
-            r = real[a.edit.path]
-            if r in written:
-                continue
-            written.add(r)
-        actions.append(a)
-    for r, ps in shared.items():
-        if r in new:
-            actions.append(
-                Note(
-                    f"{' and '.join(ps)} are one file ({r}): it is written once, and the loader reads it "
-                    f"{_times(len(ps))} (a link between loader configuration files is seldom meant)"
-                )
-            )
-    return replace(plan, actions=actions)

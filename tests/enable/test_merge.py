@@ -42,7 +42,7 @@ def test_property_two_names_of_one_file_round_trip_or_are_refused(
 ) -> None:
     """loader.conf.local (and/or a loader.conf.d file) a link to loader.conf: enable then disable gives the
     original back, with one write per real file, or enable is refused."""
-    from bsdcrypt.enable.plan import merge_same_files
+    from bsdcrypt.enable.merge import merge_same_files
 
     conf, local, confd = "/r/boot/loader.conf", "/r/boot/loader.conf.local", "/r/boot/loader.conf.d/x.conf"
     data = b"\n".join(lines) + b"\n"
@@ -66,7 +66,7 @@ def test_a_link_between_loader_files_is_written_once_and_round_trips_on_disk(roo
     conf = root / "boot" / "loader.conf"
     write(conf, b'zfs_load="YES"\naesni_load="NO"\n')
     (root / "boot" / "loader.conf.local").symlink_to("loader.conf")
-    from bsdcrypt.enable.plan import merge_same_files
+    from bsdcrypt.enable.merge import merge_same_files
     from bsdcrypt.enable.remote import real_paths
 
     host = LocalHost()
@@ -83,7 +83,8 @@ def test_a_link_between_loader_files_is_written_once_and_round_trips_on_disk(roo
 
 
 def test_two_names_of_one_file_that_cannot_hold_are_refused() -> None:
-    from bsdcrypt.enable.plan import Plan, WriteFile, merge_same_files
+    from bsdcrypt.enable.merge import merge_same_files
+    from bsdcrypt.enable.plan import Plan, WriteFile
 
     conf, local, confd = "/r/boot/loader.conf", "/r/boot/loader.conf.local", "/r/boot/loader.conf.d/x.conf"
     yes = b'aesni_load="YES"\n'
