@@ -17,6 +17,7 @@ from typing import Protocol
 from bsdcrypt.enable.plan import Plan, PlanInput, RunCommand, loader_driver
 from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.hostapi import Host
+from bsdcrypt.probe import Evidence
 from bsdcrypt.status import Status
 
 EXIT_DONE = 0
@@ -108,6 +109,14 @@ def one_write_per_file(host: Host, plan: Plan, files: list[tuple[str, bytes]], r
         raise FlowError(f"refused: {exc}", EXIT_REFUSED) from None
 
 
+def _uncollected(evidence: Evidence, files: list[tuple[str, bytes]], driver: str, major: int | None) -> list[str]:
+    """The loader files the probe did not collect (named ones, or not read: a device, FIFO, > 1 MiB)."""
+    from bsdcrypt.loader.conf import uncollected
+    from bsdcrypt.loader.model import outcomes
+
+    return uncollected(evidence, outcomes(files, driver, major))
+
+
 def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | None]:
     """Everything before the plan is shown: (status, plan input, plan, the major release whose loader
     reads the files). Reads only."""
@@ -138,14 +147,12 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
         files = read_loader_files(host, root) if root else files_from_evidence(evidence)
     except ActError as exc:  # a device, FIFO or huge file, a link loop: one line, nothing changed
         raise FlowError(str(exc)) from None
-    from bsdcrypt.assess.persist import UNCOLLECTED
-
-    if not root and UNCOLLECTED in (status.persist.uncertain or "") and host.can_exec:
-        try:  # follow loader_conf_files & co. to the end
+    inp = PlanInput.from_status(status)
+    if not root and host.can_exec and _uncollected(evidence, files, loader_driver(inp), status.os.major):
+        try:  # follow loader_conf_files & co. to the end; a device or FIFO the probe left is one line here
             files = read_loader_files(host)
         except ActError as exc:
             raise FlowError(str(exc)) from None
-    inp = PlanInput.from_status(status)
     major = status.os.major
     if root:
         inp, major = _root_input(host, root, inp)

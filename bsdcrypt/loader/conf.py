@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bsdcrypt.facts import Assignment
-from bsdcrypt.loader.model import GENERATION_NAMES, outcomes
+from bsdcrypt.loader.model import DEVICE_HINTS, GENERATION_NAMES, Outcome, needed, outcomes
 from bsdcrypt.parsers.loaderconf import Line, assignments, classify, decode, parse
-from bsdcrypt.probe import FILE_PREFIX, LOADER_CONF_DIR, Evidence, File, file_step
+from bsdcrypt.probe import FILE_PREFIX, LOADER_CONF_DIR, Evidence, File, dir_step, file_step
 
 LOADER_CONF = File.LOADER_CONF
 LOADER_CONF_LOCAL = File.LOADER_CONF_LOCAL
@@ -123,6 +123,23 @@ def files_from_evidence(evidence: Evidence, root: str = "") -> list[tuple[str, b
         if st.ok and key.startswith(file_step(root + "/"))
     ]
     return loader_order(loader_files(out, root))
+
+
+def uncollected(evidence: Evidence, outs: Sequence[Outcome]) -> list[str]:
+    """What the loader may read (in any of `outs`) that the probe did not collect: a file or directory
+    that loader_conf_files / loader_conf_dirs name, or a file the probe would not read (status 2: a
+    device, a FIFO, more than 1 MiB). /boot/device.hints, which older probes did not read, is taken to
+    hold device hints only. Enable reads these itself; status says "cannot be told"."""
+    paths, dirs = needed(outs)
+    out = []
+    for p in sorted(paths):
+        st = evidence.steps.get(file_step(p))
+        if (st is None and p != DEVICE_HINTS) or (st is not None and st.rc == 2):
+            out.append(p)
+    out += [
+        d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and dir_step(d.rstrip("/")) not in evidence.steps
+    ]
+    return out
 
 
 def read_by_loader(files: Sequence[tuple[str, bytes]], major: int | None) -> list[tuple[str, bytes]]:
