@@ -186,6 +186,8 @@ def load(path: Path) -> BenchResult:
         raise BenchRecordError(f"{path}: not JSON ({exc.__class__.__name__}: {exc})".splitlines()[0]) from exc
     except (ValueError, TypeError) as exc:
         raise BenchRecordError(f"{path}: {exc}") from exc
+    except RecursionError as exc:  # `[[[[...`: nested deeper than Python's parser goes
+        raise BenchRecordError(f"{path}: JSON nested too deep to be a bench record") from exc
 
 
 def label(result: BenchResult, path: Path | None = None) -> str:

@@ -232,8 +232,9 @@ def _opnsense_version_line(text: str) -> str | None:
     try:
         doc = json.loads(text)
         if isinstance(doc, dict):
-            fields = {str(k): str(v) for k, v in doc.items()}
-    except ValueError:  # what the script itself does: "key": "value" pairs, one a line
+            # scalars only: str() of a deeply nested value would recurse as deep as the parser did
+            fields = {str(k): str(v) for k, v in doc.items() if not isinstance(v, dict | list)}
+    except (ValueError, RecursionError):  # what the script itself does: "key": "value" pairs, one a line
         fields = dict(re.findall(r'"([a-z_]+)"\s*:\s*"([^"]*)"', text))
     name, version = fields.get("product_name"), fields.get("product_version")
     if not name or not version:
