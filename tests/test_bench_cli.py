@@ -21,7 +21,7 @@ runner = CliRunner()
 @pytest.fixture()
 def host(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     h = ScriptedHost()
-    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec, *_: h)
     monkeypatch.setattr("bsdcrypt.bench.facts.facts_for", lambda _h: None)
     monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)  # where cleanup reads it
     names = {c.name or getattr(c.callback, "__name__", None) for c in app.registered_commands}

@@ -142,7 +142,7 @@ def test_compare_refuses_devices_missing_files_and_overwriting_a_record(tmp_path
 @pytest.fixture()
 def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     h = ScriptedHost()
-    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec, *_: h)
     monkeypatch.setattr("bsdcrypt.bench.facts.facts_for", lambda _h: None)
     monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)
     return h
@@ -172,7 +172,7 @@ def test_enable_bench_html_charts_before_and_after(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)
     h = FreeBSDHost(crypto="software")
-    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec, *_: h)
     out = tmp_path / "enable.html"
     res = runner.invoke(_app(), ["enable", "--bench", "--bench-html", str(out), "--yes", "--host", "x"])  # type: ignore[arg-type]
     assert res.exit_code == 0, res.output

@@ -64,7 +64,7 @@ def results_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 @pytest.fixture
 def host(monkeypatch: pytest.MonkeyPatch) -> FreeBSDHost:
     h = FreeBSDHost(crypto="software")
-    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec, *_: h)
     return h
 
 
@@ -107,7 +107,7 @@ def _builtin_host(monkeypatch: pytest.MonkeyPatch, name: str = "freebsd-13.0-hyp
         return ScriptedHost.run(h, command, input=input, timeout=timeout)
 
     h.run = run  # type: ignore[method-assign]
-    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec, *_: h)
     return h
 
 

@@ -22,7 +22,7 @@ from bsdcrypt.bench import flow as bench_flow
 from bsdcrypt.bench.model import BenchError, BenchInterrupted, BenchParams
 from bsdcrypt.bench.records import default_results_dir
 from bsdcrypt.cli.completion import bench_format_completion
-from bsdcrypt.cli.options import MARKUP_MODE, error_line, fail, literal_help, nonempty, write_report
+from bsdcrypt.cli.options import MARKUP_MODE, SSHOpt, error_line, fail, literal_help, nonempty, write_report
 from bsdcrypt.hostapi import Host
 from bsdcrypt.render.serialize import dump
 
@@ -139,12 +139,12 @@ def _check_output(output: str | None) -> None:
             fail(str(exc))
 
 
-def _open(host: str) -> Host:
+def _open(host: str, ssh: str = "paramiko") -> Host:
     from bsdcrypt.hosts.open import parse_host_spec
 
     if host.startswith("replay:"):
         fail("bench measures a live host (local or over SSH); a recording cannot run commands")
-    return parse_host_spec(host)
+    return parse_host_spec(host, ssh)
 
 
 def on_terminal() -> bool:
@@ -170,6 +170,7 @@ def _warn(message: str) -> None:
 def geli(
     records: Annotated[list[str] | None, typer.Argument(hidden=True, show_default=False)] = None,
     host: HostOpt = "local",
+    ssh: SSHOpt = "paramiko",
     size: Annotated[int, typer.Option("--size", help="md size in MiB (swap-backed: uses RAM).")] = 1024,
     keylen: Annotated[int, typer.Option("--keylen", help="AES-XTS key length: 128 or 256.")] = 128,
     sectorsize: Annotated[int, typer.Option("--sectorsize", help="GELI sector size.")] = 4096,
@@ -203,7 +204,7 @@ def geli(
     if fmt not in GELI_FORMATS:
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(GELI_FORMATS)}")
     _check_output(output)
-    h = _open(host)
+    h = _open(host, ssh)
     params = BenchParams(
         size_mib=size, keylen=keylen, sectorsize=sectorsize, runtime_s=runtime, bs=bs, iodepth=iodepth,
         numjobs=numjobs or None, ioengine=ioengine, directions=("write", "read") if read else ("write",),
@@ -249,6 +250,7 @@ def geli(
 @bench_app.command("userland")
 def userland(
     host: HostOpt = "local",
+    ssh: SSHOpt = "paramiko",
     save: SaveOpt = None,
     no_save: NoSaveOpt = False,
     fmt: Annotated[
@@ -270,7 +272,7 @@ def userland(
         what = "Prometheus metrics" if fmt == "prometheus" else f"{fmt} report"
         fail(f"bench userland (--userland) has no {what}; use --format {', '.join(USERLAND_FORMATS)}")
     _check_output(output)
-    h = _open(host)
+    h = _open(host, ssh)
     try:
         u = bench_flow.run_userland(h, save=save, no_save=no_save, progress=_lines(on_terminal()))
     finally:
@@ -299,6 +301,7 @@ def userland(
 @bench_app.command("cleanup")
 def cleanup(
     host: HostOpt = "local",
+    ssh: SSHOpt = "paramiko",
     fmt: Annotated[
         str,
         typer.Option("--format", "-f", autocompletion=bench_format_completion(CLEANUP_FORMATS),
@@ -319,7 +322,7 @@ def cleanup(
     if fmt not in CLEANUP_FORMATS:
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(CLEANUP_FORMATS)}")
     _check_output(output)
-    h = _open(host)
+    h = _open(host, ssh)
     try:
         report = bench_flow.run_cleanup(h, progress=_lines(fmt == "table"))
     except host_facts.NotFreeBSD as exc:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli.options import HostOpt, nonempty, text_width
+from bsdcrypt.cli.options import HostOpt, SSHOpt, nonempty, text_width
 from bsdcrypt.enable import flow
 from bsdcrypt.enable.flow import EXIT_DECLINED as EXIT_DECLINED  # the exit codes, for importers of old
 from bsdcrypt.enable.flow import EXIT_REFUSED, FlowError, PlanFor
@@ -145,6 +145,7 @@ def _execute(
     root: str,
     bench: bool = False,
     bench_html: str | None = None,
+    ssh: str = "paramiko",
 ) -> None:
     from bsdcrypt.cli.options import error_line, fail
     from bsdcrypt.enable.act import ActInterrupted
@@ -153,7 +154,7 @@ def _execute(
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-    host = parse_host_spec(host_spec)
+    host = parse_host_spec(host_spec, ssh)
     hooks = _Hooks(fmt, bench_html)
     request = flow.Request(plan_for, root=root, dry_run=dry_run, yes=yes, bench=bench)
     try:
@@ -181,6 +182,7 @@ def enable(
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
     host: HostOpt = "local",
+    ssh: SSHOpt = "paramiko",
     root: RootOpt = None,
     fmt: FormatOpt = "text",
     bench: Annotated[bool, typer.Option("--bench", help="Measure before/after with bsdcrypt bench.")] = False,
@@ -230,7 +232,8 @@ def enable(
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_enable(inp, files, persist=persist, root=root or "", force=force)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "", bench=bench, bench_html=bench_html)
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "", bench=bench, bench_html=bench_html,
+             ssh=ssh)
 
 
 def disable(
@@ -243,6 +246,7 @@ def disable(
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
     host: HostOpt = "local",
+    ssh: SSHOpt = "paramiko",
     root: RootOpt = None,
     fmt: FormatOpt = "text",
 ) -> None:
@@ -258,7 +262,7 @@ def disable(
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
         return plan_disable(files, loader_driver(inp), is_root=None if root else inp.is_root)
 
-    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "")
+    _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "", ssh=ssh)
 
 
 def register(app: typer.Typer) -> None:

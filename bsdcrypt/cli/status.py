@@ -76,6 +76,7 @@ def host_failure(exc: BsdcryptError) -> tuple[str, str]:
 def record(
     output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.", callback=nonempty)],
     host: HostOpt = "local",
+    ssh: SSHOpt = "paramiko",
     redact: Annotated[
         bool, typer.Option("--redact", help="Mask names, addresses, serials, loader values.")
     ] = False,
@@ -91,7 +92,7 @@ def record(
         from bsdcrypt.fsutil import check_output_path
 
         check_output_path(output, inputs)  # before the probe
-    target = parse_host_spec(host)
+    target = parse_host_spec(host, ssh)
     evidence = gather_evidence(target, timeout=timeout)
     name = target.name
     if redact:

@@ -14,13 +14,14 @@ from typing import Annotated, Any
 
 import typer
 
-from bsdcrypt.cli.options import HostOpt, nonempty
+from bsdcrypt.cli.options import HostOpt, SSHOpt, nonempty
 
 FORMATS = ("text", "json")
 
 
 def userland(
     host: HostOpt = "local",
+    ssh: SSHOpt = "paramiko",
     service: Annotated[
         str, typer.Option("--service", "-s", help="The service to apply it to (rc.d name; systemd unit). "
                           "tor means tor@default on Linux.")
@@ -83,7 +84,7 @@ def userland(
     if simulate_hidden and apply and not (dry_run or root):
         fail("--simulate-hidden is a demo on a CPU that shows AES-NI: with --apply only as --dry-run or into "
              "--root DIR, never onto this host's services")
-    h = parse_host_spec(host)
+    h = parse_host_spec(host, ssh)
     if not h.can_exec:
         fail(f"{h.spec} is a recording: the trial and the measurement need a live host (local or SSH)")
     doc: dict[str, Any] = {"host": h.name, "service": service}

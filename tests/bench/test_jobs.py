@@ -27,7 +27,7 @@ Cli = Callable[..., subprocess.CompletedProcess[Any]]
 @pytest.fixture()
 def host(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     h = ScriptedHost()
-    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec: h)
+    monkeypatch.setattr("bsdcrypt.hosts.open.parse_host_spec", lambda spec, *_: h)
     monkeypatch.setattr("bsdcrypt.bench.facts.facts_for", lambda _h: None)
     monkeypatch.setattr("bsdcrypt.bench.cleanup.RETRY_DELAY_S", 0.0)
     register_commands()
