@@ -106,8 +106,9 @@ def test_fleet_audit_and_analyze_fit_80_columns(tmp_path: Path) -> None:
     for name in NAMES:  # every host is there, whole, if across lines of its cell
         assert f"replay:{name}" in shown, name
     assert code == piped("fleet-audit", str(hosts)).returncode
-    code, lines = on_terminal("analyze", str(ROOT / "fixtures" / "hosts"))
-    assert not _too_wide(lines), "\n".join(lines)
+    for folder in ("hosts", "pastes"):  # every recording, then every real paste
+        code, lines = on_terminal("analyze", str(ROOT / "fixtures" / folder))
+        assert not _too_wide(lines), "\n".join(lines)
 
 
 def test_recordings_listing_fits_80_columns() -> None:
