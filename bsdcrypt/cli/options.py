@@ -83,7 +83,7 @@ def note(message: str) -> None:
 
     line = error_line(message)
     try:
-        width = os.get_terminal_size(sys.__stderr__.fileno()).columns if sys.__stderr__ is not None else 0
+        width = os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 0
     except (OSError, ValueError):
         width = 0
     if width and len(line) > width:
@@ -158,10 +158,10 @@ def text_width(output: str | None = None) -> int | None:
 
     if output not in (None, "-"):
         return None
-    try:
-        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
-        if not os.isatty(fd):
+    try:  # the stream reports go to (under a test runner, its buffer: whole lines)
+        if not sys.stdout.isatty():
             return None
+        fd = sys.stdout.fileno()
         columns = os.environ.get("COLUMNS", "").strip()
         if columns.isdigit() and int(columns) > 0:
             return int(columns)
