@@ -124,3 +124,12 @@ def test_the_chacha_advice_names_the_consumers_and_services_found() -> None:
     assert "`bsdcrypt userland`" in remedy
     slow = next(f for f in s.findings if f.id == "consumer-aes-software")
     assert "hides AES-NI" in slow.message and "WireGuard" not in slow.message
+
+
+def test_the_shipped_ipsec_recording_reads_as_the_issue_says() -> None:
+    # an AES-GCM IPsec SA on a 12.x host whose aesni is not loaded: a warning, the first one listed
+    s = assess(ReplayHost.from_file(HOSTS / "freebsd-12.2-bhyve-ipsec-aes-gcm-aesni-not-loaded.yaml").evidence, "h", "t")
+    k = {c.kind: c for c in s.consumers}
+    assert k["ipsec"].verdict == "software" and k["ipsec"].items[0].cipher == "AES-GCM"
+    assert k["ktls"].present is False and k["zfs"].present is False and k["ovpn-dco"].present is False
+    assert [f.id for f in s.findings if f.severity == "warning"][:2] == ["consumer-aes-software", "driver-not-loaded"]
