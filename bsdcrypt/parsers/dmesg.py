@@ -65,6 +65,9 @@ MACHINES = frozenset({"amd64", "i386", "arm64", "arm", "powerpc", "riscv", "mips
 VM_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"<VBOX\b|\bVBOX HARDDISK\b|^vboxguest\d+: "), "vbox"),
     (re.compile(r"<VMware[ ,]|^vmci\d+: |^pvscsi\d+: "), "vmware"),
+    # a verbose boot's PCI listing (sys/dev/pci/pci.c pci_print_verbose: "found->\tvendor=0x%04x, dev=...")
+    # with VMware's PCI vendor id: how an arm64 guest, which has no `Hypervisor:` line, shows VMware
+    (re.compile(r"\bvendor=0x15ad\b"), "vmware"),
     (re.compile(r"^XEN: Hypervisor version |^xenpci\d+: |^xn\d+: <Virtual Network Interface>"), "xen"),
     (re.compile(r"^Hyper-V Version: |^vmbus\d+: <Hyper-V Vmbus>"), "hv"),
     (re.compile(r"<Parallels\b"), "parallels"),
@@ -72,7 +75,7 @@ VM_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 # Every match of a VM_HINTS pattern holds one of these or starts its line with one of VM_LINE_STARTS
 # (tests/parsers/test_dmesg.py checks it): the lines vm_hint_of is tried on.
-VM_LITERALS = ("VBOX", "VMware", "Parallels", "BOCHS", "QEMU", "BXPC")
+VM_LITERALS = ("VBOX", "VMware", "Parallels", "BOCHS", "QEMU", "BXPC", "0x15ad")
 VM_LINE_STARTS = ("vboxguest", "vmci", "pvscsi", "XEN: ", "xenpci", "xn", "Hyper-V", "vmbus")
 # First characters of every line the loop in parse_dmesg looks at after the banner:
 # HardenedBSD/Hypervisor, Copyright/CPU, Features/Features2, Structured, Instruction, GEOM_ELI,
