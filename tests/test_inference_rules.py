@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bsdcrypt.assess import assess
 from bsdcrypt.hosts.replay import ReplayHost
-from bsdcrypt.probe import Evidence, File, Step, StepName, file_step
+from bsdcrypt.probe import Evidence, File, Step, file_step
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 ARM64 = "freebsd-14.0-current-arm64-rk3399-armv8crypto-builtin"  # a real RK3399 board: bare metal
