@@ -53,5 +53,5 @@ def not_freebsd(status: Status) -> str | None:
         return None
     return (
         f"{status.host} runs {name}, not FreeBSD: the bench measures GELI on an md(4) device, which only "
-        "FreeBSD-family systems have (bench --userland measures OpenSSL anywhere)"
+        "FreeBSD-family systems have (bench userland measures OpenSSL anywhere)"
     )

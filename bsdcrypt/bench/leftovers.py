@@ -115,7 +115,7 @@ def classify(md: str, entry: StateEntry | None, label_column: bool) -> Leftover:
                 md, "unclaimed", None,
                 f"{md} is labelled {LABEL} but no entry in {STATE_FILE} names the bench that made it (an "
                 "older bsdcrypt, or a run killed right after creating it); remove it with "
-                "`bsdcrypt bench --cleanup`",
+                "`bsdcrypt bench cleanup`",
             )
         return Leftover(
             md, "unverified", None,
@@ -135,7 +135,7 @@ def classify(md: str, entry: StateEntry | None, label_column: bool) -> Leftover:
         other = " (another machine of that name)" if who.split(" on ", 1)[1] == state.controller_name() else ""
         why = (
             f"{md} belongs to a bsdcrypt bench started from {who.split(' on ', 1)[1]}{other} ({who}), which "
-            f"cannot be checked from here; run `bsdcrypt bench --cleanup` there, or if it is no longer "
+            f"cannot be checked from here; run `bsdcrypt bench cleanup` there, or if it is no longer "
             f"running, remove it by hand: {by_hand(md)}"
         )
     return Leftover(md, status, entry.owner, why, entry.raw)

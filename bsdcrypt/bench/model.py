@@ -252,7 +252,7 @@ class CleanupReport:
         parts: list[str] = []
         if self.failed:
             left = ", ".join(f"{dev} ({why})" for dev, why in self.failed)
-            parts.append(f"cleanup could NOT remove: {left}; remove by hand or run `bsdcrypt bench --cleanup`")
+            parts.append(f"cleanup could NOT remove: {left}; remove by hand or run `bsdcrypt bench cleanup`")
             if self.removed:
                 parts.append("removed " + ", ".join(self.removed))
         elif self.removed:

@@ -178,7 +178,7 @@ def test_what_cannot_be_removed_is_reported() -> None:
         measure(host, PARAMS)
     msg = str(info.value)
     assert "cleanup could NOT remove: md1.eli" in msg and "md1 (" in msg
-    assert "bsdcrypt bench --cleanup" in msg
+    assert "bsdcrypt bench cleanup" in msg
     assert info.value.cleanup is not None and not info.value.cleanup.ok
 
 

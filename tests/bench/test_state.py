@@ -24,7 +24,7 @@ def test_leftovers_are_detected_and_cleanup_removes_only_ours() -> None:
     with pytest.raises(BenchError) as info:
         measure(host, PARAMS)
     assert info.value.step == ST_LEFTOVERS
-    assert "md1" in str(info.value) and "--cleanup" in str(info.value)
+    assert "md1" in str(info.value) and "bsdcrypt bench cleanup" in str(info.value)
     assert "md1" in host.md  # not touched without --cleanup
     report = cleanup_leftovers(host)
     assert sorted(report.removed) == ["md1", "md1.eli"] and report.ok
@@ -207,7 +207,7 @@ def test_a_pending_unit_of_another_size_is_not_taken_for_ours() -> None:
 def test_unclaimed_labelled_md_refuses_a_run_and_cleanup_removes_it() -> None:
     host = ScriptedHost()
     _labelled_leftover(host, None, eli=False)
-    with pytest.raises(BenchError, match="bsdcrypt bench --cleanup"):
+    with pytest.raises(BenchError, match="bsdcrypt bench cleanup"):
         measure(host, PARAMS)
     assert "md1" in host.md
     report = cleanup_leftovers(host)
