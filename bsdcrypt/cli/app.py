@@ -138,7 +138,8 @@ def reflow(doc: str) -> str:
 
 
 def _reflow_help() -> None:
-    for info in app.registered_commands:
+    groups = [g.typer_instance for g in app.registered_groups if g.typer_instance is not None]  # bench's jobs
+    for info in [*app.registered_commands, *(c for g in groups for c in g.registered_commands)]:
         if info.callback is not None and info.callback.__doc__:
             info.callback.__doc__ = reflow(info.callback.__doc__)
 

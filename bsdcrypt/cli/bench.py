@@ -111,17 +111,18 @@ def _format_help(formats: tuple[str, ...]) -> str:
 
 HostOpt = Annotated[
     str,
-    typer.Option("--host", "-H", help=_host_help(), envvar="BSDCRYPT_HOST", callback=nonempty),
+    typer.Option("--host", "-H", help=_host_help(), envvar="BSDCRYPT_HOST", callback=nonempty, metavar="HOST"),
 ]
 SaveOpt = Annotated[
     str | None,
-    typer.Option("--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench).", callback=nonempty),
+    typer.Option("--save", help="Where JSON records go (default ~/.local/share/bsdcrypt/bench).", callback=nonempty,
+                 metavar="DIR"),
 ]
 NoSaveOpt = Annotated[bool, typer.Option("--no-save", help="Do not write a JSON record.")]
 OutputOpt = Annotated[
     str | None,
     typer.Option(
-        "--output", "-o", callback=nonempty,
+        "--output", "-o", callback=nonempty, metavar="FILE",
         help="Write the report to FILE (atomically if a regular file), e.g. DIR/bsdcrypt_bench.prom.",
     ),
 ]
@@ -171,22 +172,24 @@ def geli(
     records: Annotated[list[str] | None, typer.Argument(hidden=True, show_default=False)] = None,
     host: HostOpt = "local",
     ssh: SSHOpt = "paramiko",
-    size: Annotated[int, typer.Option("--size", help="md size in MiB (swap-backed: uses RAM).")] = 1024,
-    keylen: Annotated[int, typer.Option("--keylen", help="AES-XTS key length: 128 or 256.")] = 128,
-    sectorsize: Annotated[int, typer.Option("--sectorsize", help="GELI sector size.")] = 4096,
-    runtime: Annotated[int, typer.Option("--runtime", help="fio seconds per direction.")] = 10,
-    bs: Annotated[str, typer.Option("--bs", help="fio block size.")] = "1m",
-    iodepth: Annotated[int, typer.Option("--iodepth", help="fio I/O depth.")] = 16,
-    numjobs: Annotated[int, typer.Option("--numjobs", help="fio jobs (0: number of CPUs).")] = 0,
-    ioengine: Annotated[str, typer.Option("--ioengine", help="fio engine (no libaio on FreeBSD).")] = "posixaio",
+    size: Annotated[int, typer.Option("--size", help="md size in MiB (swap-backed: uses RAM).", metavar="MIB")] = 1024,
+    keylen: Annotated[int, typer.Option("--keylen", help="AES-XTS key length: 128 or 256.", metavar="BITS")] = 128,
+    sectorsize: Annotated[int, typer.Option("--sectorsize", help="GELI sector size.", metavar="BYTES")] = 4096,
+    runtime: Annotated[int, typer.Option("--runtime", help="fio seconds per direction.", metavar="SECONDS")] = 10,
+    bs: Annotated[str, typer.Option("--bs", help="fio block size.", metavar="SIZE")] = "1m",
+    iodepth: Annotated[int, typer.Option("--iodepth", help="fio I/O depth.", metavar="N")] = 16,
+    numjobs: Annotated[int, typer.Option("--numjobs", help="fio jobs (0: number of CPUs).", metavar="N")] = 0,
+    ioengine: Annotated[
+        str, typer.Option("--ioengine", help="fio engine (no libaio on FreeBSD).", metavar="ENGINE")
+    ] = "posixaio",
     read: Annotated[bool, typer.Option("--read/--no-read", help="Also measure reads.")] = True,
     ceiling: Annotated[bool, typer.Option("--ceiling/--no-ceiling", help="Also measure the bare md.")] = True,
-    repeat: Annotated[int, typer.Option("--repeat", help="Runs per measurement (median, spread).")] = 1,
+    repeat: Annotated[int, typer.Option("--repeat", help="Runs per measurement (median, spread).", metavar="N")] = 1,
     save: SaveOpt = None,
     no_save: NoSaveOpt = False,
     fmt: Annotated[
         str,
-        typer.Option("--format", "-f", autocompletion=bench_format_completion(GELI_FORMATS),
+        typer.Option("--format", "-f", metavar="FORMAT", autocompletion=bench_format_completion(GELI_FORMATS),
                      help="table, json, yaml, prometheus (textfile collector) or html (one page)."),
     ] = "table",
     output: OutputOpt = None,
@@ -255,7 +258,7 @@ def userland(
     no_save: NoSaveOpt = False,
     fmt: Annotated[
         str,
-        typer.Option("--format", "-f", autocompletion=bench_format_completion(USERLAND_FORMATS),
+        typer.Option("--format", "-f", metavar="FORMAT", autocompletion=bench_format_completion(USERLAND_FORMATS),
                      help=_format_help(USERLAND_FORMATS)),
     ] = "table",
     output: OutputOpt = None,
@@ -304,7 +307,7 @@ def cleanup(
     ssh: SSHOpt = "paramiko",
     fmt: Annotated[
         str,
-        typer.Option("--format", "-f", autocompletion=bench_format_completion(CLEANUP_FORMATS),
+        typer.Option("--format", "-f", metavar="FORMAT", autocompletion=bench_format_completion(CLEANUP_FORMATS),
                      help="table (one line), json or yaml: a document of what was removed and left alone."),
     ] = "table",
     output: OutputOpt = None,
@@ -358,7 +361,7 @@ def compare(
     ] = None,
     fmt: Annotated[
         str,
-        typer.Option("--format", "-f", autocompletion=bench_format_completion(COMPARE_FORMATS),
+        typer.Option("--format", "-f", metavar="FORMAT", autocompletion=bench_format_completion(COMPARE_FORMATS),
                      help="table (Unicode bars), json, yaml or html (one page)."),
     ] = "table",
     output: OutputOpt = None,
