@@ -3,10 +3,12 @@
 * kldload with its errors translated (the strings are sbin/kldload/kldload.c's);
 * verification through `sysctl -n dev.<driver>.0.%desc`;
 * the safe write: ONE POSIX sh snippet per file, run as `/bin/sh -s` with the new content spelled
-  inside it (see `write_script` and docs/enable.md for every step and why), and its undo.
+  inside it (see `write_script` and docs/enable.md for every step and why), and its undo. The shell
+  is in bsdcrypt/enable/sh/*.sh (read by `remote.shell_text`, shared with the reads); Python only sets
+  its variables.
 
-What is read from the host (the loader files, the system at --root DIR, where a path really is) and
-the sh files (bsdcrypt/enable/sh/, read by `remote.shell_text`) are shared with the reads.
+What is read from the host (the loader files, the system at --root DIR, where a path really is) is in
+bsdcrypt.enable.remote.
 """
 
 from __future__ import annotations
