@@ -36,6 +36,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("bsdcrypt.loader",),
     # the recording format of the probe's evidence (load, dump, redact: redaction knows the loader files)
     ("bsdcrypt.recording", "bsdcrypt.redact"),
+    # the parse stage: a host's evidence -> its facts, once (parse.parse -> HostFacts)
+    ("bsdcrypt.parse",),
     # the kinds of host (local, replay, ssh), the one host factory, -v
     ("bsdcrypt.hosts", "bsdcrypt.ssh"),
     # facts -> Status with findings, by subject

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from bsdcrypt.assess.os import raw_text
-from bsdcrypt.facts import DmesgBoot
-from bsdcrypt.parsers.kenv import parse_kenv, smbios_hypervisor
-from bsdcrypt.parsers.sysctl import parse_sysctl
-from bsdcrypt.platform import (
-    ARM64,
-    X86,
-)
-from bsdcrypt.probe import Evidence, StepName
+from bsdcrypt.parse import HostFacts
+from bsdcrypt.platform import ARM64, X86
 from bsdcrypt.status import CPUInfo
 
 # CPUID 0x40000000 vendor signatures (sys/x86/x86/identcpu.c) -> kern.vm_guest names.
@@ -26,10 +19,8 @@ HV_VENDORS = {
 }
 
 
-def cpu_info(
-    ev: Evidence, sysctl: dict[str, str], dev: dict[str, str], dmesg: DmesgBoot, arch: str | None,
-    major: int | None = None,
-) -> CPUInfo:
+def cpu_info(f: HostFacts, arch: str | None, major: int | None = None) -> CPUInfo:
+    sysctl, dev, dmesg = f.sysctl, f.dev or {}, f.dmesg
     cpu = dmesg.cpu
     aes: bool | None = None
     sha: bool | None = None
@@ -68,14 +59,14 @@ def cpu_info(
     hv_vendor = sysctl.get("hw.hv_vendor") or cpu.hypervisor
     # SMBIOS strings (kenv) and ACPI/device strings in dmesg name hypervisors that set no CPUID
     # signature (VirtualBox, QEMU TCG) or releases whose kern.vm_guest says only "generic"
-    named = smbios_hypervisor(parse_kenv(raw_text(ev, StepName.KENV_SMBIOS))) or dmesg.vm_hint
+    named = f.smbios_hypervisor or dmesg.vm_hint
     in_vm: bool | None = None
     if vm_guest is not None:
         in_vm = vm_guest != "none"
     if cpu.features2 is not None and "HV" in cpu.features2 or cpu.hypervisor or named:
         in_vm = True
     elif in_vm is None and cpu.features2 is not None and (
-        ev.step(StepName.KENV_SMBIOS) is not None or dmesg.root_mounted
+        f.kenv_shown or dmesg.root_mounted
     ):
         # no HV bit, no CPUID origin, and no hypervisor's SMBIOS strings, or none of their ACPI,
         # disk or NIC names in a boot whose device probe is complete
@@ -98,8 +89,3 @@ def cpu_info(
         vm=in_vm,
         hypervisor=hypervisor,
     )
-
-
-def sysctl_dev(ev: Evidence) -> dict[str, str]:
-    return parse_sysctl(raw_text(ev, StepName.SYSCTL_DEV))
-

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from bsdcrypt.assess.os import raw_text
 from bsdcrypt.facts import DmesgBoot, DriverMessage, KldFile
-from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
+from bsdcrypt.parse import HostFacts
+from bsdcrypt.parsers.kldstat import file_containing
 from bsdcrypt.platform import (
     AES_DRIVERS,
     APPLIANCES,
     KERNEL_DRIVERS,
     primary_driver,
 )
-from bsdcrypt.probe import Evidence, File, StepName, file_step, kldstat_m_step
+from bsdcrypt.probe import File, StepName, file_step, kldstat_m_step
 from bsdcrypt.status import CPUInfo, DriverInfo, OSInfo
 
 # Appliances build their own kernel config (platform.APPLIANCES): their stock kernel is that one, not
@@ -43,17 +43,15 @@ def in_generic(
     return False
 
 
-def driver_infos(
-    ev: Evidence, dev: dict[str, str], dmesg: DmesgBoot, os: OSInfo, cpu: CPUInfo
-) -> list[DriverInfo]:
-    kld = parse_kldstat(raw_text(ev, StepName.KLDSTAT_V)) if ev.step(StepName.KLDSTAT_V) is not None else []
+def driver_infos(f: HostFacts, os: OSInfo, cpu: CPUInfo) -> list[DriverInfo]:
+    kld, dmesg = f.kld or [], f.dmesg
     primary = primary_driver(os.arch)
     if primary is None and os.arch is None:
         # architecture not shown (a kldstat paste): aesni.ko exists only on x86, armv8crypto on arm64
-        primary = next((d for d in AES_DRIVERS if _registered(ev, d, kld) or last_message(dmesg, d)), None)
+        primary = next((d for d in AES_DRIVERS if _registered(f, d, kld) or last_message(dmesg, d)), None)
     infos: list[DriverInfo] = []
     for name in KERNEL_DRIVERS:
-        info = _driver_info(name, ev, kld, dev, dmesg, os)
+        info = _driver_info(name, f, kld, os)
         if info.attached is None and info.state in ("builtin", "loaded") and _cannot_attach(name, cpu):
             # aesni_probe needs AESNI or SHA, armv8_crypto_probe needs AES: this CPU has neither
             info.attached, info.accelerates_aes, info.state = False, False, "no-device"
@@ -106,18 +104,17 @@ def ossl_algorithms(os: OSInfo, cpu: CPUInfo, dmesg: DmesgBoot) -> tuple[list[st
     return aes + algos, True
 
 
-def _registered(ev: Evidence, name: str, kld: list[KldFile]) -> bool | None:
-    st = ev.step(kldstat_m_step(name))
-    if st is not None and st.rc in (0, 1):
-        return st.rc == 0
-    if not kld and ev.step(StepName.KLDSTAT_FILTERED) is not None:
+def _registered(f: HostFacts, name: str, kld: list[KldFile]) -> bool | None:
+    if f.registered.get(name) is not None:
+        return f.registered[name]
+    if not kld and f.kld_filtered is not None:
         # `kldstat | grep ...` pasted: a line it shows is real, a line it lacks means nothing
-        shown = parse_kldstat(raw_text(ev, StepName.KLDSTAT_FILTERED))
-        seen = file_containing(shown, f"nexus/{name}") is not None or any(f.name == f"{name}.ko" for f in shown)
+        shown = f.kld_filtered
+        seen = file_containing(shown, f"nexus/{name}") is not None or any(k.name == f"{name}.ko" for k in shown)
         return True if seen else None
-    if kld and any(f.modules for f in kld):
+    if kld and any(k.modules for k in kld):
         return file_containing(kld, f"nexus/{name}") is not None
-    if kld and any(f.name == f"{name}.ko" for f in kld):
+    if kld and any(k.name == f"{name}.ko" for k in kld):
         return True  # plain kldstat (no -v) lists the module file
     return None  # plain kldstat without it: compiled in or not loaded, it cannot tell
 
@@ -130,37 +127,27 @@ def _cannot_attach(name: str, cpu: CPUInfo) -> bool:
     return False
 
 
-def module_files(ev: Evidence) -> list[str] | None:
-    """The crypto .ko files in kern.module_path's directories (the module_files step), None if not run."""
-    st = ev.step(StepName.MODULE_FILES)
-    if st is None or st.rc != 0:
-        return None
-    return [line.strip() for line in st.text.splitlines() if line.strip().endswith(".ko")]
-
-
 def stock_kernel(os: OSInfo) -> bool:
     """The release's own GENERIC (or HardenedBSD's HARDENEDBSD) kernel, by its config name."""
     return (os.kernel_ident or "").upper().startswith(STOCK_IDENTS)
 
 
-def _driver_info(
-    name: str, ev: Evidence, kld: list[KldFile], dev: dict[str, str], dmesg: DmesgBoot, os: OSInfo
-) -> DriverInfo:
+def _driver_info(name: str, f: HostFacts, kld: list[KldFile], os: OSInfo) -> DriverInfo:
     ko = f"/boot/kernel/{name}.ko"
     info = DriverInfo(name=name)
-    registered = _registered(ev, name, kld)
+    dev, dmesg = f.dev or {}, f.dmesg
+    registered = _registered(f, name, kld)
     # a filtered kldstat paste shows the file holding the module, when it shows it at all
-    filtered = StepName.KLDSTAT_FILTERED
-    shown = kld or (parse_kldstat(raw_text(ev, filtered)) if ev.step(filtered) else [])
+    shown = kld or f.kld_filtered or []
     holder = file_containing(shown, f"nexus/{name}") if shown else None
     if holder is None and registered:
-        holder = next((f for f in shown if f.name == f"{name}.ko"), None)
+        holder = next((k for k in shown if k.name == f"{name}.ko"), None)
     desc = dev.get(f"dev.{name}.0.%desc")
     boot_msg = last_message(dmesg, name)
     if desc is not None:
         info.attached = True
         info.algorithms = [a for a in desc.split(",") if a]
-    elif ev.step(StepName.SYSCTL_DEV) is not None and registered is not None:
+    elif f.dev is not None and registered is not None:
         info.attached = False
     elif boot_msg is not None:
         info.attached = boot_msg.attached
@@ -175,7 +162,7 @@ def _driver_info(
             info.state = "loaded"
             info.compiled_in = False
             info.module_file = holder.path or ko
-        elif holder is None and not any(f.modules for f in kld) and ev.step(kldstat_m_step(name)) is not None:
+        elif holder is None and not any(k.modules for k in kld) and kldstat_m_step(name) in f.shown:
             # registered (kldstat -m) but kldstat -v was not collected: in the kernel or a module; a
             # GENERIC kernel's config tells which
             stock = in_generic(name, os) if stock_kernel(os) else None
@@ -191,9 +178,9 @@ def _driver_info(
         if info.attached is False and info.state != "unknown":
             info.state = "no-device"
     elif registered is False:
-        exists = ev.exists(ko)
-        found = module_files(ev)
-        elsewhere = next((f for f in found or () if f.endswith(f"/{name}.ko") and f != ko), None)
+        exists = f.exists(ko)
+        found = f.module_files
+        elsewhere = next((m for m in found or () if m.endswith(f"/{name}.ko") and m != ko), None)
         if exists or elsewhere:
             info.state = "not-loaded"
             info.module_file = ko if exists else elsewhere
@@ -212,26 +199,26 @@ def _driver_info(
     elif boot_msg is not None:
         _from_boot_message(info, boot_msg, os)
     else:
-        info.reason = _no_kldstat(ev, kld)
+        info.reason = _no_kldstat(f, kld)
     if boot_msg is not None:
         info.at_boot = True
     elif dmesg.root_mounted and stock_kernel(os) and in_generic(name, os) is False:
         info.at_boot = False  # a complete boot of a GENERIC without the driver, and no line of it
-    info.in_generic = in_generic(name, os, info.compiled_in, appliance_possible(ev, os))
+    info.in_generic = in_generic(name, os, info.compiled_in, appliance_possible(f, os))
     return info
 
 
-def appliance_possible(ev: Evidence, os: OSInfo) -> bool:
+def appliance_possible(f: HostFacts, os: OSInfo) -> bool:
     """The files that name an appliance were not all collected and the kernel is not a stock one."""
     return (
-        os.variant in ("freebsd", "hardenedbsd") and any(k not in ev.steps for k in PRODUCT_STEPS)
+        os.variant in ("freebsd", "hardenedbsd") and any(k not in f.shown for k in PRODUCT_STEPS)
         and not stock_kernel(os)
     )
 
 
-def _no_kldstat(ev: Evidence, kld: list[KldFile]) -> str:
-    what = "pasted" if ev.origin == "paste" else "collected"
-    if kld and not any(f.modules for f in kld):
+def _no_kldstat(f: HostFacts, kld: list[KldFile]) -> str:
+    what = f.seen
+    if kld and not any(k.modules for k in kld):
         # plain `kldstat`: the files loaded, not the modules compiled into the kernel
         return f"the {what} kldstat is without -v: it lists the files loaded, not what the kernel has compiled in"
     return f"kldstat -v was not {what}"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bsdcrypt.probe import FILE_PREFIX, Evidence, File, StepName, file_step
+from bsdcrypt.parse import HostFacts
+from bsdcrypt.probe import FILE_PREFIX, File, StepName, file_step
 from bsdcrypt.status import Finding, Status
 
 # What each pasted output decides, for the paste-partial finding (docs/analyze.md has the full table).
@@ -28,16 +29,16 @@ def _told_instead(step: str, status: Status) -> str | None:
     return None
 
 
-def paste_finding(ev: Evidence, status: Status) -> Finding:
+def paste_finding(f: HostFacts, status: Status) -> Finding:
     seen = [label for step, label in (
         (file_step(File.DMESG_BOOT), "dmesg"), (StepName.DMESG_FILTERED, "filtered dmesg"),
         (StepName.KLDSTAT_V, "kldstat"), (StepName.KLDSTAT_FILTERED, "filtered kldstat"),
         (StepName.UNAME_A, "uname -a"), (StepName.GELI_LIST, "geli list"), (StepName.SYSCTL, "sysctl"),
         (StepName.KENV_SMBIOS, "kenv"),
-    ) if step in ev.steps] + sorted(k[len(FILE_PREFIX):] for k in ev.steps if k.startswith(file_step("/boot/")))
+    ) if step in f.shown] + sorted(k[len(FILE_PREFIX):] for k in f.shown if k.startswith(file_step("/boot/")))
     lacking = []
     for step, label, what in PASTE_PARTS:
-        if step not in ev.steps:
+        if step not in f.shown:
             instead = _told_instead(step, status)
             lacking.append(f"{label} ({what}{'; here ' + instead if instead else ''})")
     message = f"Assessed from a paste of {', '.join(seen)}"

@@ -2,44 +2,26 @@
 
 from __future__ import annotations
 
-import re
-
 from bsdcrypt.assess.driver import PRODUCT_STEPS, preloaded, stock_kernel
-from bsdcrypt.facts import DmesgBoot
-from bsdcrypt.loader.conf import LOADER_CONF_DIR, all_assignments, files_from_evidence, is_yes
+from bsdcrypt.loader.conf import LOADER_CONF_DIR, all_assignments, is_yes
 from bsdcrypt.loader.model import DEVICE_HINTS, GENERATION_NAMES, Outcome, agree, needed, outcomes
-from bsdcrypt.platform import (
-    GUI_LOADED,
-)
-from bsdcrypt.probe import EXISTS_PREFIX, Evidence, File, StepName, dir_step, file_step
+from bsdcrypt.parse import HostFacts
+from bsdcrypt.platform import GUI_LOADED
+from bsdcrypt.probe import EXISTS_PREFIX, File, dir_step, file_step
 from bsdcrypt.status import CPUInfo, DriverInfo, OSInfo, PersistInfo
 
 APPLIANCE_SETTING = "appliance setting"
-
-
 APPLIANCE_INFERRED = "appliance setting (inferred)"
 
 
-_CRYPTO_TAG = re.compile(r"<crypto_hardware>([^<]*)</crypto_hardware>|<crypto_hardware\s*/>")
-
-
-def appliance_crypto(ev: Evidence) -> str | None:
-    """pfSense/OPNsense config.xml's <crypto_hardware> value ("" for None), or None if unreadable."""
-    st = ev.step(StepName.APPLIANCE_CRYPTO)
-    if st is None or st.rc not in (0, 1):
-        return None  # not collected, not readable without root (2), or no config.xml (3)
-    m = _CRYPTO_TAG.search(st.text)
-    return (m.group(1) or "").strip() if m else ""
-
-
-def loader_files_complete(ev: Evidence, major: int | None) -> str | None:
+def loader_files_complete(f: HostFacts, major: int | None) -> str | None:
     """None when every loader configuration file the loader reads was collected, else what is missing.
 
     The probe frames each file it tried (rc 1 when absent); the loader.conf.d files come from a loop
     that runs before the module file checks, so those checks show it ran. A paste shows only what was
     pasted."""
-    missing = [p for p in (File.LOADER_CONF, File.LOADER_CONF_LOCAL) if ev.step(file_step(p)) is None]
-    if (major is None or major >= 13) and not any(k.startswith(EXISTS_PREFIX) for k in ev.steps):
+    missing = [p for p in (File.LOADER_CONF, File.LOADER_CONF_LOCAL) if file_step(p) not in f.shown]
+    if (major is None or major >= 13) and not any(k.startswith(EXISTS_PREFIX) for k in f.shown):
         missing.append("/boot/loader.conf.d")
     return ", ".join(missing) or None
 
@@ -47,18 +29,18 @@ def loader_files_complete(ev: Evidence, major: int | None) -> str | None:
 UNCOLLECTED = "which the probe did not collect"  # in PersistInfo.uncertain: enable reads those files itself
 
 
-def _uncollected(ev: Evidence, outs: list[Outcome]) -> list[str]:
+def _uncollected(f: HostFacts, outs: list[Outcome]) -> list[str]:
     """What the loader may read that the probe did not collect (a file loader_conf_files names, a
     directory loader_conf_dirs names). /boot/device.hints, which older probes did not read, is taken
     to hold device hints only."""
     paths, dirs = needed(outs)
-    out = [p for p in sorted(paths) if ev.step(file_step(p)) is None and p != DEVICE_HINTS]
-    out += [d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and ev.step(dir_step(d.rstrip("/"))) is None]
+    out = [p for p in sorted(paths) if file_step(p) not in f.shown and p != DEVICE_HINTS]
+    out += [d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and dir_step(d.rstrip("/")) not in f.shown]
     return out
 
 
-def _uncertainty(ev: Evidence, outs: list[Outcome], name: str) -> str | None:
-    missing = _uncollected(ev, outs)
+def _uncertainty(f: HostFacts, outs: list[Outcome], name: str) -> str | None:
+    missing = _uncollected(f, outs)
     if missing:
         return f"the loader also reads {', '.join(missing[:3])}, {UNCOLLECTED}"
     unmodelled = [u for o in outs for u in o.unmodelled]
@@ -79,13 +61,13 @@ def _uncertainty(ev: Evidence, outs: list[Outcome], name: str) -> str | None:
     return None
 
 
-def persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dmesg: DmesgBoot) -> PersistInfo:
+def persist_info(f: HostFacts, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) -> PersistInfo:
     if driver.name is None:
         # no AES driver for this architecture: nothing to persist; architecture unknown: unknown
         return PersistInfo(configured=False, needed=False) if os.arch else PersistInfo()
     variant = os.variant
     name = f"{driver.name}_load"
-    files = files_from_evidence(ev)
+    files = f.loader_files
     outs = outcomes(files, driver.name, os.major)
     assignment = outs[0].load  # the likeliest generation, loader.conf.d by name
     value = assignment.value if assignment else None
@@ -103,8 +85,8 @@ def persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dme
     usable: bool | None = cpu.aesni is not False and driver.state in ("loaded", "not-loaded", "no-device")
     if usable and cpu.aesni is None and driver.attached is not True or driver.state == "unknown":
         usable = None  # whether the CPU could use the driver, or the driver is there, is not known
-    incomplete = loader_files_complete(ev, os.major)
-    product_unknown = any(k not in ev.steps for k in PRODUCT_STEPS) and not stock_kernel(os)
+    incomplete = loader_files_complete(f, os.major)
+    product_unknown = any(k not in f.shown for k in PRODUCT_STEPS) and not stock_kernel(os)
     loads = agree(outs, lambda o: o.loads)
     if driver.compiled_in:
         info.configured = True
@@ -113,7 +95,7 @@ def persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dme
     elif variant in GUI_LOADED and not yes:
         # pfSense/OPNsense load the module from their own crypto setting at boot (config.xml), not from
         # a loader.conf line; read it where the probe could, else infer it from the module being loaded.
-        setting = appliance_crypto(ev)
+        setting = f.appliance_crypto
         info.needed = usable
         if setting is not None:
             info.configured = driver.name in setting.split(",") or any(driver.name in v for v in setting.split(","))
@@ -128,10 +110,10 @@ def persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dme
     elif incomplete is None and not product_unknown and (loads or driver.compiled_in is False):
         # every file the loader reads was collected (loadermodel: each loader generation, the
         # loader.conf.d orders it may use); where they disagree, `uncertain` says why
-        info.uncertain = _uncertainty(ev, outs, name)
+        info.uncertain = _uncertainty(f, outs, name)
         info.configured = None if info.uncertain else loads
         info.needed = usable if driver.state != "unknown" else None
-    elif preloaded(dmesg, driver):
+    elif preloaded(f.dmesg, driver):
         # the loader loaded the module at the last boot, so the configuration it read loads it
         info.configured = True
         info.needed = True
@@ -139,7 +121,7 @@ def persist_info(ev: Evidence, driver: DriverInfo, cpu: CPUInfo, os: OSInfo, dme
     else:
         info.configured = None  # the loader configuration (or the appliance's) was not collected in full
         info.needed = False if usable is False and driver.state != "unknown" else None
-        what = "pasted" if ev.origin == "paste" else "collected"
+        what = f.seen
         if incomplete is not None:
             info.reason = f"not {what}: {incomplete}"
         elif driver.compiled_in is None and not product_unknown:
