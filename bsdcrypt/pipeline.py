@@ -1,20 +1,32 @@
-"""gather -> parse/assess: the one path from a Host to a Status."""
+"""gather -> parse -> assess: the one path from a Host to a Status. The caller closes the host."""
 
 from __future__ import annotations
 
-from bsdcrypt.assess import assess
+from dataclasses import dataclass
+
+from bsdcrypt.assess import assess_facts
 from bsdcrypt.hostapi import Host
+from bsdcrypt.parse import HostFacts, parse
 from bsdcrypt.probe import Evidence, gather
 from bsdcrypt.status import Status
 
 
-def gather_evidence(host: Host, timeout: float | None = None) -> Evidence:
-    try:
-        return gather(host, timeout=timeout)
-    finally:
-        host.close()
+@dataclass(frozen=True)
+class Reading:
+    """One reading of a host: what the probe gathered, what it shows, and the assessment."""
+
+    evidence: Evidence
+    facts: HostFacts
+    status: Status
+
+
+def read_host(host: Host, timeout: float | None = None) -> Reading:
+    """Probe `host` once, parse what came back, assess it. `host` stays open: its caller closes it."""
+    evidence = gather(host, timeout=timeout)
+    facts = parse(evidence)
+    return Reading(evidence, facts, assess_facts(facts, host.name, host.spec))
 
 
 def status_of(host: Host, timeout: float | None = None) -> Status:
-    """Probe `host` once and assess what came back."""
-    return assess(gather_evidence(host, timeout), host.name, host.spec)
+    """The Status of `host` (read_host's; the caller closes the host)."""
+    return read_host(host, timeout).status

@@ -10,12 +10,11 @@ from bsdcrypt.status import Status
 
 def status_for(host: Host) -> Status | None:
     """The status assessment (one read-only probe); None if the probe fails."""
-    from bsdcrypt.assess import assess
     from bsdcrypt.errors import BsdcryptError
-    from bsdcrypt.probe import gather
+    from bsdcrypt.pipeline import status_of
 
     try:
-        return assess(gather(host), host.name, host.spec)
+        return status_of(host)
     except BsdcryptError:  # the bench still runs with its own sysctl facts
         return None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,6 +19,9 @@ from bsdcrypt.cli.options import (
 )
 from bsdcrypt.errors import BsdcryptError
 
+if TYPE_CHECKING:
+    from bsdcrypt.status import Status
+
 
 def status(
     host: HostOpt = "local", fmt: FormatOpt = "table", timeout: TimeoutOpt = 120.0, output: OutputOpt = None,
@@ -32,6 +35,13 @@ def status(
     from bsdcrypt.pipeline import status_of
     from bsdcrypt.render.status import FORMATS, render
 
+    def read(spec: str) -> Status:
+        target = parse_host_spec(spec, ssh)
+        try:
+            return status_of(target, timeout=timeout)
+        finally:
+            target.close()
+
     check_format(fmt, FORMATS)
     inputs = spec_inputs(host)
     if output is not None and output != "-":
@@ -39,7 +49,7 @@ def status(
 
         check_output_path(output, inputs)  # before the probe, which may take a while
     try:
-        result = status_of(parse_host_spec(host, ssh), timeout=timeout)
+        result = read(host)
     except BsdcryptError as exc:
         if fmt not in DOCUMENT_FORMATS:
             raise  # the table (and html): one line on stderr
@@ -84,7 +94,7 @@ def record(
 ) -> None:
     """Save what the probe gathers on a host as a YAML recording (docs/recordings.md)."""
     from bsdcrypt.hosts.open import parse_host_spec
-    from bsdcrypt.pipeline import gather_evidence
+    from bsdcrypt.probe import gather
     from bsdcrypt.recording import dump
 
     inputs = spec_inputs(host)
@@ -93,7 +103,10 @@ def record(
 
         check_output_path(output, inputs)  # before the probe
     target = parse_host_spec(host, ssh)
-    evidence = gather_evidence(target, timeout=timeout)
+    try:
+        evidence = gather(target, timeout=timeout)  # recorded as gathered: no parse, no assessment
+    finally:
+        target.close()
     name = target.name
     if redact:
         from bsdcrypt.assess import assess

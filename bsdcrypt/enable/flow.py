@@ -1,6 +1,6 @@
 """One `enable` or `disable --persist` run, without any CLI: an outcome, never an exit.
 
-gather (one probe) -> assess -> read the loader files (the probe's, or under --root DIR) -> plan
+gather -> parse -> assess (pipeline.read_host) -> read the loader files (the probe's, or under --root DIR) -> plan
 (pure) -> one write per file -> show -> confirm -> [bench before] -> perform -> re-read -> [bench after].
 
 What the person sees and answers goes through `Hooks`, which the CLI provides; --bench's measurements
@@ -120,11 +120,10 @@ def _uncollected(evidence: Evidence, files: list[tuple[str, bytes]], driver: str
 def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | None]:
     """Everything before the plan is shown: (status, plan input, plan, the major release whose loader
     reads the files). Reads only."""
-    from bsdcrypt.assess import assess
     from bsdcrypt.enable.remote import check_root, read_loader_files
     from bsdcrypt.errors import ActError
-    from bsdcrypt.loader.conf import EditError, files_from_evidence, read_by_loader
-    from bsdcrypt.probe import gather
+    from bsdcrypt.loader.conf import EditError, read_by_loader
+    from bsdcrypt.pipeline import read_host
 
     root = req.root
     if not host.can_exec and not root and not req.dry_run:
@@ -139,12 +138,12 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
             check_root(host, root)
         except ActError as exc:
             raise FlowError(str(exc)) from None
-    evidence = gather(host)
-    status = assess(evidence, host.name, host.spec)
+    reading = read_host(host)
+    status = reading.status
     # With --root the files come from DIR; otherwise the probe already read them (the write
     # re-checks their content on the host, so a change in between is caught, not clobbered).
     try:
-        files = read_loader_files(host, root) if root else files_from_evidence(evidence)
+        files = read_loader_files(host, root) if root else reading.facts.loader_files
     except ActError as exc:  # a device, FIFO or huge file, a link loop: one line, nothing changed
         raise FlowError(str(exc)) from None
     inp = PlanInput.from_status(status)
@@ -194,9 +193,8 @@ def run(
 ) -> int:
     """One run on `host` (closed by the caller): the exit code. `bench_for` makes the --bench hooks
     once the plan is known to change something worth measuring."""
-    from bsdcrypt.assess import assess
     from bsdcrypt.enable.act import perform
-    from bsdcrypt.probe import gather
+    from bsdcrypt.pipeline import status_of
 
     status, inp, plan, major = prepare(host, req)
     bench = bench_for() if bench_for is not None and req.bench and not req.dry_run and plan.refusal is None else None
@@ -226,7 +224,7 @@ def run(
     if plan.writes:
         hooks.say(reread(host, inp, req.root, major))
     if bench is not None:
-        after = assess(gather(host), host.name, host.spec)
+        after = status_of(host)
         bench.measure(host, after, "after", state=bench.done(loads_driver, bool(plan.writes)))
         bench.finish(bench.no_before_reason(status, loads_driver=loads_driver, changes=True))
     return EXIT_DONE

@@ -100,7 +100,10 @@ def _status_of(host: Host, timeout: float) -> Status:
     """The one place the fleet calls the status pipeline (the same call `bsdcrypt status` makes)."""
     from bsdcrypt.pipeline import status_of
 
-    return status_of(host, timeout=timeout)
+    try:
+        return status_of(host, timeout=timeout)
+    finally:
+        host.close()
 
 
 # ---------------------------------------------------------------------------- one host

@@ -130,11 +130,10 @@ def measure_lines(m: Any) -> list[str]:
 
 
 def hypervisor(h: Any) -> str | None:
-    from bsdcrypt.assess import assess
-    from bsdcrypt.probe import gather
+    from bsdcrypt.pipeline import status_of
 
     try:
-        s = assess(gather(h, timeout=120), h.name, h.spec)
+        s = status_of(h, timeout=120)
     except Exception:  # the advice only loses its per-hypervisor wording
         return None
     if s.cpu.hypervisor or s.os.name != "Linux":
