@@ -7,8 +7,9 @@ a one-line message and a concrete remedy.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from bsdcrypt.status import Finding, Status
+from bsdcrypt.status import Finding, GeliInfo, Status
 
 CHACHA = (
     "prefer ChaCha20-Poly1305 where the protocol allows (IPsec, TLS/KTLS, SSH, WireGuard); "
@@ -113,57 +114,74 @@ def persist_remedy(status: Status) -> str:
     return f"bsdcrypt enable --persist   (adds {driver}_load=\"YES\" to /boot/loader.conf)"
 
 
+def _geli_soft(s: Status) -> list[GeliInfo]:
+    """AES providers on software crypto that the driver could take over (cipher and HMAC both supported)."""
+    return [g for g in s.geli if g.accelerated is False and g.accelerable]
+
+
 def findings(s: Status) -> list[Finding]:
-    out: list[Finding] = []
+    """Every finding of a FreeBSD-family host: the first gate that holds ends it; else every rule, in order."""
+    for gate in GATES:
+        found = gate(s)
+        if found is not None:
+            return [found]
+    return [f for rule in RULES for f in rule(s)]
+
+
+def _probe_incomplete(s: Status) -> Finding | None:
+    """Neither the release nor the architecture is shown: nothing else can be judged."""
+    if s.os.release is not None or s.os.arch is not None:
+        return None
     d = s.driver
-    cpu = s.cpu
-    # AES providers on software crypto that the driver could take over (cipher and HMAC both supported).
-    geli_soft = [g for g in s.geli if g.accelerated is False and g.accelerable]
-
-    if s.os.release is None and s.os.arch is None:
-        if s.source.startswith("paste:"):
-            shown = [what for what, known in (
-                (f"a {s.cpu.hypervisor} guest", s.cpu.hypervisor),
-                (f"{d.name} {d.state}", d.name and d.state != "unknown"),
-                ("GELI providers", s.geli),
-            ) if known]
-            message = (
-                "The paste shows neither the release nor the architecture (no dmesg banner, no uname -a), so the "
-                "rest cannot be judged" + (f"; it does show: {', '.join(shown)}." if shown else ".")
-            )
-            remedy = "Paste `uname -a` and /var/run/dmesg.boot as well."
-        else:
-            message = "The probe output lacks the release and architecture: the host could not be assessed."
-            remedy = "Run `bsdcrypt record -o host.yaml` on the host and check the recording for failed steps."
-        out.append(Finding("probe-incomplete", "unknown", message, remedy))
-        return out
-
-    if d.name is None and s.os.arch is None:
-        # the release is known but not the machine (a banner cut or run on): which driver applies is unknown
-        out.append(
-            Finding(
-                "arch-unknown",
-                "unknown",
-                f"The architecture of this {s.os.name or 'FreeBSD'} {s.os.release or ''} host is not shown (no "
-                "readable MACHINE at the end of the dmesg banner, no uname -a, no sysctl hw.machine_arch): "
-                "which AES driver applies, and whether one exists, is unknown.",
-                "Paste `uname -a` (or run `bsdcrypt status` on the host).",
-            )
+    if s.source.startswith("paste:"):
+        shown = [what for what, known in (
+            (f"a {s.cpu.hypervisor} guest", s.cpu.hypervisor),
+            (f"{d.name} {d.state}", d.name and d.state != "unknown"),
+            ("GELI providers", s.geli),
+        ) if known]
+        message = (
+            "The paste shows neither the release nor the architecture (no dmesg banner, no uname -a), so the "
+            "rest cannot be judged" + (f"; it does show: {', '.join(shown)}." if shown else ".")
         )
-        return out
+        remedy = "Paste `uname -a` and /var/run/dmesg.boot as well."
+    else:
+        message = "The probe output lacks the release and architecture: the host could not be assessed."
+        remedy = "Run `bsdcrypt record -o host.yaml` on the host and check the recording for failed steps."
+    return Finding("probe-incomplete", "unknown", message, remedy)
 
-    if d.name is None:
-        out.append(
-            Finding(
-                "arch-unsupported",
-                "info",
-                f"FreeBSD has no AES acceleration driver for {s.os.arch}: kernel AES runs in software.",
-                CHACHA[0].upper() + CHACHA[1:] + ".",
-            )
-        )
-        return out
 
-    aes_attached = bool(d.attached and d.accelerates_aes)
+def _arch_unknown(s: Status) -> Finding | None:
+    """The release is shown, the machine is not: which driver applies is unknown."""
+    if s.driver.name is not None or s.os.arch is not None:
+        return None
+    # the release is known but not the machine (a banner cut or run on): which driver applies is unknown
+    return Finding(
+        "arch-unknown",
+        "unknown",
+        f"The architecture of this {s.os.name or 'FreeBSD'} {s.os.release or ''} host is not shown (no "
+        "readable MACHINE at the end of the dmesg banner, no uname -a, no sysctl hw.machine_arch): "
+        "which AES driver applies, and whether one exists, is unknown.",
+        "Paste `uname -a` (or run `bsdcrypt status` on the host).",
+    )
+
+
+def _arch_unsupported(s: Status) -> Finding | None:
+    """An architecture without an AES driver: kernel AES runs in software."""
+    if s.driver.name is not None:
+        return None
+    return Finding(
+        "arch-unsupported",
+        "info",
+        f"FreeBSD has no AES acceleration driver for {s.os.arch}: kernel AES runs in software.",
+        CHACHA[0].upper() + CHACHA[1:] + ".",
+    )
+
+
+def _driver_state(s: Status) -> list[Finding]:
+    """What the driver's state means now: no AES in the CPU, not loaded, missing, not attached, unknown."""
+    out: list[Finding] = []
+    d, cpu = s.driver, s.cpu
+    geli_soft = _geli_soft(s)
     sha_only = bool(d.attached and d.algorithms and not d.accelerates_aes)
 
     if cpu.aesni is False or sha_only:
@@ -245,6 +263,14 @@ def findings(s: Status) -> list[Finding]:
                 )
             )
 
+    return out
+
+
+def _not_persisted(s: Status) -> list[Finding]:
+    """Loaded now, but nothing loads it at boot."""
+    out: list[Finding] = []
+    d = s.driver
+    aes_attached = bool(d.attached and d.accelerates_aes)
     if aes_attached and d.state == "loaded" and s.persist.configured is False:
         out.append(
             Finding(
@@ -254,6 +280,14 @@ def findings(s: Status) -> list[Finding]:
                 persist_remedy(s),
             )
         )
+    return out
+
+
+def _appliance_managed(s: Status) -> list[Finding]:
+    """An appliance loads it from its own setting."""
+    out: list[Finding] = []
+    d = s.driver
+    aes_attached = bool(d.attached and d.accelerates_aes)
     source = s.persist.source or ""
     if aes_attached and source.startswith("appliance setting") and s.persist.configured is not False:
         product = s.os.product or VARIANT_NAMES.get(s.os.variant, s.os.variant)
@@ -274,6 +308,14 @@ def findings(s: Status) -> list[Finding]:
                 "Check it stays selected: " + APPLIANCE_SETTING[s.os.variant],
             )
         )
+    return out
+
+
+def _blacklisted_or_uncertain(s: Status) -> list[Finding]:
+    """module_blacklist names the driver, or the loader's reading differs between its generations."""
+    out: list[Finding] = []
+    d = s.driver
+    geli_soft = _geli_soft(s)
     if s.persist.blacklisted and not d.compiled_in:
         out.append(
             Finding(
@@ -294,6 +336,13 @@ def findings(s: Status) -> list[Finding]:
                 persist_remedy(s),
             )
         )
+    return out
+
+
+def _persist_unknown(s: Status) -> list[Finding]:
+    """Whether it is loaded at boot is unknown, and why."""
+    out: list[Finding] = []
+    d = s.driver
     p = s.persist
     if (
         p.configured is None and p.needed is not False and p.reason and s.os.variant not in APPLIANCE_SETTING
@@ -307,6 +356,13 @@ def findings(s: Status) -> list[Finding]:
                 "Run the probe again (`bsdcrypt record -o host.yaml` on the host) and check that it finishes.",
             )
         )
+    return out
+
+
+def _conf_d_ignored(s: Status) -> list[Finding]:
+    """A loader.conf.d line the loader of this release never reads."""
+    out: list[Finding] = []
+    d = s.driver
     if s.persist.ignored:
         out.append(
             Finding(
@@ -317,6 +373,13 @@ def findings(s: Status) -> list[Finding]:
                 "Move the line to /boot/loader.conf (`bsdcrypt enable --persist` writes it there).",
             )
         )
+    return out
+
+
+def _persist_redundant(s: Status) -> list[Finding]:
+    """A _load line for a compiled-in driver."""
+    out: list[Finding] = []
+    d = s.driver
     if d.compiled_in and s.persist.value is not None and s.persist.source not in (None, "kernel"):
         out.append(
             Finding(
@@ -328,6 +391,14 @@ def findings(s: Status) -> list[Finding]:
             )
         )
 
+    return out
+
+
+def _geli_software(s: Status) -> list[Finding]:
+    """GELI providers attached before the driver: software until re-attached."""
+    out: list[Finding] = []
+    d = s.driver
+    aes_attached = bool(d.attached and d.accelerates_aes)
     if aes_attached:
         why = (
             f"it was attached before {d.name} was available"
@@ -345,6 +416,13 @@ def findings(s: Status) -> list[Finding]:
                         f"{g.name.removesuffix('.eli')} (root, swap or busy providers: reboot).",
                     )
                 )
+    return out
+
+
+def _geli_providers(s: Status) -> list[Finding]:
+    """GELI providers whose crypto path cannot be told, or whose HMAC no driver accelerates."""
+    out: list[Finding] = []
+    d = s.driver
     for g in s.geli:
         crypto = (g.crypto or "").strip()
         if crypto.lower() not in GELI_CRYPTO and (g.encryption is None or _aes(g.encryption)):
@@ -378,6 +456,22 @@ def findings(s: Status) -> list[Finding]:
                 )
             )
     return out
+
+
+# A gate ends the assessment with its one finding; the rules then each add theirs (the order is the
+# report's order within a severity: status.by_severity sorts stably).
+GATES: tuple[Callable[[Status], Finding | None], ...] = (_probe_incomplete, _arch_unknown, _arch_unsupported)
+RULES: tuple[Callable[[Status], list[Finding]], ...] = (
+    _driver_state,
+    _not_persisted,
+    _appliance_managed,
+    _blacklisted_or_uncertain,
+    _persist_unknown,
+    _conf_d_ignored,
+    _persist_redundant,
+    _geli_software,
+    _geli_providers,
+)
 
 
 # The Crypto values g_eli_dumpconf prints for a provider with a chosen driver (sys/geom/eli/g_eli.c);
