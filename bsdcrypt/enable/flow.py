@@ -147,7 +147,7 @@ def prepare(host: Host, req: Request) -> tuple[Status, PlanInput, Plan, int | No
     except ActError as exc:  # a device, FIFO or huge file, a link loop: one line, nothing changed
         raise FlowError(str(exc)) from None
     inp = PlanInput.from_status(status)
-    if not root and host.can_exec and _uncollected(evidence, files, loader_driver(inp), status.os.major):
+    if not root and host.can_exec and _uncollected(reading.evidence, files, loader_driver(inp), status.os.major):
         try:  # follow loader_conf_files & co. to the end; a device or FIFO the probe left is one line here
             files = read_loader_files(host)
         except ActError as exc:
