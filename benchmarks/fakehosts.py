@@ -1,6 +1,6 @@
 """Fake FreeBSD hosts for the fleet benchmark: one chroot per recording that really runs the probe.
 
-Each root holds the real sh (dash), cat, grep, dd, head, sed and tr of this machine (copied once, with their
+Each root holds the real sh (dash), cat, grep, dd, head, sed, tr and wc of this machine (copied once, with their
 libraries, into a base folder; roots hard-link the copies, never the system's files), the files the
 probe reads (/var/run/dmesg.boot, /boot/loader.conf, /etc/os-release, /boot/kernel/*.ko ...) with
 the recorded contents, and at the FreeBSD paths of the commands it runs (/sbin/sysctl, /usr/bin/uname,
@@ -46,7 +46,8 @@ STANDINS: dict[str, tuple[str, str]] = {
 }
 # Real programs of this machine the probe runs itself (sh's builtins do the rest: printf, test, eval).
 REAL_TOOLS = {"/bin/sh": "/bin/dash", "/bin/cat": "/bin/cat", "/bin/dd": "/bin/dd", "/usr/bin/grep": "/usr/bin/grep",
-              "/usr/bin/head": "/usr/bin/head", "/usr/bin/sed": "/bin/sed", "/usr/bin/tr": "/usr/bin/tr"}
+              "/usr/bin/head": "/usr/bin/head", "/usr/bin/sed": "/bin/sed", "/usr/bin/tr": "/usr/bin/tr",
+              "/usr/bin/wc": "/usr/bin/wc"}  # the probe sizes a file (wc -c) before reading it
 DIRS = ("bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "usr/local/sbin", "dev", "etc", "var/run",
         "boot/kernel", "proc", "tmp")
 NOT_FOUND = re.compile(r"^[\w.-]+: (No such file or directory)\n$")

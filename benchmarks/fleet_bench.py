@@ -174,7 +174,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=32)
     ap.add_argument("--before", help="also measure bsdcrypt at this git revision")
-    ap.add_argument("--tools", default="bsdcrypt,before,oneline,v1,buffered",
+    ap.add_argument("--tools", default="bsdcrypt,openssh,ssh,before,oneline,v1,buffered",
                     help="which tools to run (bsdcrypt, before, oneline, v1, buffered)")
     ap.add_argument("--json", help="also write every run as JSON here")
     args = ap.parse_args()
@@ -270,6 +270,11 @@ def run(args: argparse.Namespace) -> None:
         out: dict[str, tuple[list[str], Path]] = {}
         if "bsdcrypt" in wanted:
             out["bsdcrypt"] = ([sys.executable, *fleet_audit], REPO)
+        if "openssh" in wanted:  # the same run over the system ssh (children's CPU counted: wait4)
+            out["bsdcrypt openssh"] = ([sys.executable, *fleet_audit, "--ssh", "openssh"], REPO)
+        if "ssh" in wanted:  # the system ssh alone with the same probe: what the openssh run costs in ssh
+            out["ssh buffered"] = ([sys.executable, str(REPO / "benchmarks" / "fleet_baseline_openssh.py"),
+                                    str(hosts), str(fleet.ssh_config), str(args.parallel)], REPO)
         if before_dir is not None:
             out[f"bsdcrypt@{args.before}"] = ([sys.executable, *fleet_audit], before_dir)
         for kind in ("oneline", "v1", "buffered"):

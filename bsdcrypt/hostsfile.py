@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.errors import BsdcryptError
-from bsdcrypt.hostspec import SpecError, replay_ref, split_spec
+from bsdcrypt.hostspec import SpecError, SSHSpec, replay_ref, split_spec
 
 MAX_ERRORS_SHOWN = 20
 MAX_HOSTS_FILE = 16 << 20  # 16 MiB: a 100,000-host fleet is a few MiB
@@ -60,6 +60,11 @@ class HostEntry:
         if self.replay is not None:
             return ("replay", self.replay)
         return ("ssh", (self.user or ""), self.host.lower(), str(self.port or ""))
+
+    @property
+    def ssh(self) -> SSHSpec:
+        """The SSH host of this line, as parsed when the file was read (never parsed again)."""
+        return SSHSpec(self.ssh_spec, self.host, self.user, self.port)
 
     @property
     def ssh_spec(self) -> str:

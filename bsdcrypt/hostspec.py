@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 
 REPLAY = "replay:"
 
@@ -20,6 +21,23 @@ _USER = re.compile(r"^[A-Za-z0-9_.](?:[A-Za-z0-9_.@-]*[A-Za-z0-9_.-])?\$?$")  # 
 
 class SpecError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class SSHSpec:
+    """An SSH host as the user wrote it (`--host`, a hosts-file line), parsed once and carried as is to the
+    connection: `host` is a name or an address (IPv6 without brackets); user and port only if written."""
+
+    text: str
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+
+def parse_ssh(text: str) -> SSHSpec:
+    """`[user@]host[:port]` (`ssh://` allowed in front) -> SSHSpec; SpecError with a one-line reason."""
+    user, host, port = split_spec(text.removeprefix("ssh://"))
+    return SSHSpec(text, host, user, port)
 
 
 MAX_NAME = 253  # a DNS name's longest text form (RFC 1035: 255 octets on the wire)

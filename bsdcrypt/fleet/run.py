@@ -191,7 +191,7 @@ class Auditor:
             # never where a shipped recording happens to be installed (labels must not change when the venv moves)
             return open_host(entry.ssh_spec, base_dir=entry.base_dir or "")
         return open_host(
-            entry.ssh_spec,
+            entry.ssh,  # parsed once, when the hosts file was read
             ssh=self.ssh_context(),
             timeout=self.options.timeout,
             max_output=PROBE_MAX_OUTPUT,  # hosts answering garbage must not hold 32 MiB each

@@ -16,7 +16,7 @@ from bsdcrypt.errors import BsdcryptError
 from bsdcrypt.hostapi import Host
 from bsdcrypt.hosts import verbose
 from bsdcrypt.hosts.local import LocalHost
-from bsdcrypt.hostspec import REPLAY, is_local
+from bsdcrypt.hostspec import REPLAY, SSHSpec, is_local
 
 if TYPE_CHECKING:
     from bsdcrypt.ssh import SSHContext
@@ -39,7 +39,7 @@ def replay_file(ref: str, base_dir: str | None = None) -> Path:
 
 
 def open_host(
-    spec: str | None,
+    spec: str | SSHSpec | None,
     *,
     base_dir: str | None = None,
     ssh: SSHContext | OpenSSHContext | None = None,
@@ -62,7 +62,7 @@ def open_host(
 
 
 def _open(
-    spec: str | None,
+    spec: str | SSHSpec | None,
     base_dir: str | None,
     ssh: SSHContext | OpenSSHContext | None,
     timeout: float | None,
@@ -70,9 +70,9 @@ def _open(
     client: str,
     on_slow: Callable[[str], None] | None,
 ) -> Host:
-    if spec is None or is_local(spec):
+    if spec is None or isinstance(spec, str) and is_local(spec):
         return LocalHost()
-    if spec.startswith(REPLAY):  # any path, spaces included (a hosts file line cannot hold those)
+    if isinstance(spec, str) and spec.startswith(REPLAY):  # any path, spaces included
         from bsdcrypt.hosts.replay import ReplayHost
 
         host = ReplayHost.from_file(replay_file(spec[len(REPLAY):], base_dir))

@@ -19,7 +19,7 @@ import paramiko
 from paramiko.common import DEFAULT_MAX_PACKET_SIZE, DEFAULT_WINDOW_SIZE
 
 from bsdcrypt.hostapi import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hostspec import SpecError, quote_value, split_spec
+from bsdcrypt.hostspec import SpecError, SSHSpec, parse_ssh, quote_value
 from bsdcrypt.ssh.auth import Attempt, auth_refused, authenticate
 from bsdcrypt.ssh.errors import OPENSSH_HINT, SSHError, shown_bytes, shown_names
 from bsdcrypt.ssh.hostkeys import KnownKey, fingerprint, short_type
@@ -82,13 +82,17 @@ class SSHHost:
         self.depth = depth  # how many ProxyJump hops stand before this host
 
     @classmethod
-    def from_spec(cls, spec: str, context: SSHContext | None = None, timeout: float | None = None,
+    def from_spec(cls, spec: str | SSHSpec, context: SSHContext | None = None, timeout: float | None = None,
                   max_output: int | None = None, on_slow: Callable[[str], None] | None = None) -> SSHHost:
-        try:
-            user, host, port = split_spec(spec.removeprefix("ssh://"))
-        except SpecError as exc:
-            raise SSHError("config", f"bad host {quote_value(spec)}: {exc}") from exc
-        return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout,
+        """A host from its spec: an SSHSpec parsed once upstream (a hosts file), or `--host` text, parsed here."""
+        if isinstance(spec, str):
+            text = spec
+            try:
+                spec = parse_ssh(text)
+            except SpecError as exc:
+                raise SSHError("config", f"bad host {quote_value(text)}: {exc}") from exc
+        user, host, port = spec.user, spec.host, spec.port
+        return cls(host, user=user, port=port, context=context, spec=spec.text, timeout=timeout,
                    max_output=MAX_OUTPUT if max_output is None else max_output, on_slow=on_slow)
 
     # -- the config

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from bsdcrypt.hostapi import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hostspec import SpecError, quote_value, split_spec
+from bsdcrypt.hostspec import SpecError, SSHSpec, parse_ssh, quote_value
 from bsdcrypt.ssh.errors import SSHError, shown_bytes
 from bsdcrypt.ssh.files import check_regular
 from bsdcrypt.ssh.includes import SYSTEM_CONFIG_DIR, read_config
@@ -135,13 +135,17 @@ class OpenSSHHost:
         self._aborted = False
 
     @classmethod
-    def from_spec(cls, spec: str, context: OpenSSHContext | None = None, timeout: float | None = None,
+    def from_spec(cls, spec: str | SSHSpec, context: OpenSSHContext | None = None, timeout: float | None = None,
                   max_output: int | None = None) -> OpenSSHHost:
-        try:
-            user, host, port = split_spec(spec.removeprefix("ssh://"))
-        except SpecError as exc:
-            raise SSHError("config", f"bad host {quote_value(spec)}: {exc}") from exc
-        return cls(host, user=user, port=port, context=context, spec=spec, timeout=timeout,
+        """A host from its spec: an SSHSpec parsed once upstream (a hosts file), or `--host` text, parsed here."""
+        if isinstance(spec, str):
+            text = spec
+            try:
+                spec = parse_ssh(text)
+            except SpecError as exc:
+                raise SSHError("config", f"bad host {quote_value(text)}: {exc}") from exc
+        user, host, port = spec.user, spec.host, spec.port
+        return cls(host, user=user, port=port, context=context, spec=spec.text, timeout=timeout,
                    max_output=MAX_OUTPUT if max_output is None else max_output)
 
     def identity(self) -> tuple[object, ...]:

@@ -46,3 +46,18 @@ def test_a_replay_that_never_loads_is_a_timeout_row_and_the_others_finish(
     assert len(others) == 6
     assert all(r.error is None for r in others if r.entry.replay), [r.error for r in others]
     assert all(r.error_kind == "refused" for r in others if not r.entry.replay), [r.error for r in others]
+
+
+def test_a_hosts_line_is_parsed_once_and_carried_to_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typed spec of a hosts-file line reaches the SSH host as is: nothing parses the text again."""
+    from bsdcrypt import hostspec
+    from bsdcrypt.ssh import SSHHost
+
+    entries = read_hosts("admin@[2001:db8::7]:2222\nfw1\n", "h", None)
+    calls: list[str] = []
+    real = hostspec.split_spec
+    monkeypatch.setattr(hostspec, "split_spec", lambda text: calls.append(text) or real(text))
+    hosts = [SSHHost.from_spec(e.ssh) for e in entries]
+    assert calls == []
+    assert [(h.alias, h.user, h.port, h.spec) for h in hosts] == [
+        ("2001:db8::7", "admin", 2222, "admin@[2001:db8::7]:2222"), ("fw1", None, None, "fw1")]
