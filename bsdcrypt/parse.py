@@ -22,7 +22,7 @@ from bsdcrypt.parsers.osrelease import parse_os_release, parse_product
 from bsdcrypt.parsers.sysctl import parse_sysctl
 from bsdcrypt.parsers.version import parse_freebsd_version, parse_uname_a
 from bsdcrypt.platform import AES_DRIVERS, KERNEL_DRIVERS
-from bsdcrypt.probe import Evidence, File, StepName, kldstat_m_step
+from bsdcrypt.probe import FILE_PREFIX, Evidence, File, StepName, kldstat_m_step
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,8 @@ def parse(ev: Evidence) -> HostFacts:
     return HostFacts(
         evidence=ev,
         pasted=pasted,
-        shown=frozenset(ev.steps),
+        # a file step the probe refused to read (status 2: a device, a FIFO, over 1 MiB) is not shown
+        shown=frozenset(k for k, st in ev.steps.items() if not (k.startswith(FILE_PREFIX) and st.rc == 2)),
         # a paste of kldstat or geli list alone names no system (FreeBSD-family tools): not shown
         os_name=os_name or (None if pasted else ""),
         root=None if id_u is None else id_u.strip() == "0",

@@ -86,12 +86,12 @@ def test_json_nested_too_deep_is_one_line(tmp_path: Path) -> None:
     """`[[[[...`: Python's JSON parser recurses; a bench record or an image's OPNsense version file that deep is
     one line (or ignored), never a RecursionError traceback."""
     from bsdcrypt.bench.records import BenchRecordError
-    from bsdcrypt.enable.remote import _opnsense_version_line
+    from bsdcrypt.enable.remote import opnsense_version_line
 
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000)
     with pytest.raises(BenchRecordError, match="nested too deep"):
         load_bench_record(deep)
-    assert _opnsense_version_line('{"product_name": ' + "[" * 100_000) is None
-    assert _opnsense_version_line('{"product_name": "OPNsense", "product_version": "24.1", "x": ' + "[" * 50 + "]" * 50
+    assert opnsense_version_line('{"product_name": ' + "[" * 100_000) is None
+    assert opnsense_version_line('{"product_name": "OPNsense", "product_version": "24.1", "x": ' + "[" * 50 + "]" * 50
                                   + "}") == "OPNsense 24.1 (unknown/unknown)"

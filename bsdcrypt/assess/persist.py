@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from bsdcrypt.assess.driver import PRODUCT_STEPS, preloaded, stock_kernel
-from bsdcrypt.loader.conf import LOADER_CONF_DIR, all_assignments, is_yes
-from bsdcrypt.loader.model import DEVICE_HINTS, GENERATION_NAMES, Outcome, agree, needed, outcomes
+from bsdcrypt.loader.conf import all_assignments, is_yes, uncollected
+from bsdcrypt.loader.model import GENERATION_NAMES, Outcome, agree, outcomes
 from bsdcrypt.parse import HostFacts
 from bsdcrypt.platform import GUI_LOADED
-from bsdcrypt.probe import EXISTS_PREFIX, File, dir_step, file_step
+from bsdcrypt.probe import EXISTS_PREFIX, File, file_step
 from bsdcrypt.status import CPUInfo, DriverInfo, OSInfo, PersistInfo
 
 APPLIANCE_SETTING = "appliance setting"
@@ -20,23 +20,26 @@ def loader_files_complete(f: HostFacts, major: int | None) -> str | None:
     The probe frames each file it tried (rc 1 when absent); the loader.conf.d files come from a loop
     that runs before the module file checks, so those checks show it ran. A paste shows only what was
     pasted."""
-    missing = [p for p in (File.LOADER_CONF, File.LOADER_CONF_LOCAL) if file_step(p) not in f.shown]
+    missing = [_not_read(f, p) for p in (File.LOADER_CONF, File.LOADER_CONF_LOCAL) if file_step(p) not in f.shown]
     if (major is None or major >= 13) and not any(k.startswith(EXISTS_PREFIX) for k in f.shown):
         missing.append("/boot/loader.conf.d")
     return ", ".join(missing) or None
+
+
+def _not_read(f: HostFacts, path: str) -> str:
+    """`path`, and why the probe did not read it when it said so (status 2: a device, FIFO, over 1 MiB)."""
+    st = f.evidence.steps.get(file_step(path))
+    said = st.text.strip().splitlines() if st is not None and st.rc == 2 else []
+    return f"{path} (not read: {said[-1][:120]})" if said else path
 
 
 UNCOLLECTED = "which the probe did not collect"  # in PersistInfo.uncertain: enable reads those files itself
 
 
 def _uncollected(f: HostFacts, outs: list[Outcome]) -> list[str]:
-    """What the loader may read that the probe did not collect (a file loader_conf_files names, a
-    directory loader_conf_dirs names). /boot/device.hints, which older probes did not read, is taken
-    to hold device hints only."""
-    paths, dirs = needed(outs)
-    out = [p for p in sorted(paths) if file_step(p) not in f.shown and p != DEVICE_HINTS]
-    out += [d for d in sorted(dirs) if d.rstrip("/") != LOADER_CONF_DIR and dir_step(d.rstrip("/")) not in f.shown]
-    return out
+    """What the loader may read that the probe did not collect (loader.conf.uncollected: the one answer
+    enable's flow asks too)."""
+    return uncollected(f.evidence, outs)
 
 
 def _uncertainty(f: HostFacts, outs: list[Outcome], name: str) -> str | None:

@@ -223,7 +223,7 @@ class RootSystem:
     not_freebsd: str | None = None  # why DIR is not a FreeBSD-family system (a garbage or foreign kernel, nothing)
 
 
-def _opnsense_version_line(text: str) -> str | None:
+def opnsense_version_line(text: str) -> str | None:
     """What `opnsense-version` prints, "NAME VERSION (ARCH/FLAVOUR)", from its JSON version file."""
     import json
     import re
@@ -280,7 +280,7 @@ def read_root_system(host: Host, root: str) -> RootSystem:
     if arch is None and not_freebsd is None and release is None:
         not_freebsd = "it has neither a kernel (boot/kernel/kernel) nor a userland (bin/freebsd-version)"
     opnsense = next(
-        (line for f in _OPNSENSE_VERSION_FILES if (t := text(f)) and (line := _opnsense_version_line(t))), None
+        (line for f in _OPNSENSE_VERSION_FILES if (t := text(f)) and (line := opnsense_version_line(t))), None
     )
     product = parse_product(
         text(File.PLATFORM), text(File.VERSION), opnsense, None, text(File.PFSENSE_RELEASE)
