@@ -135,3 +135,53 @@ def test_status_on_a_silent_host_ends_at_the_connect_timeout(
     assert r.returncode == 3, (r.stdout, r.stderr)
     assert "banner" in (r.stdout + r.stderr), (r.stdout, r.stderr)
     assert elapsed < 100, elapsed
+
+
+def test_a_slow_banner_is_noted_while_waiting(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
+    """While a host has not sent its banner, the note callback (a line on a terminal for --host) is told
+    once, naming the host, before the connect deadline ends the wait with a no-ssh error."""
+    from bsdcrypt.ssh import SSHContext, SSHError, SSHHost
+
+    fl = loopback_fleet.fleet
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n    ConnectTimeout 4\n" + fl.ssh_config.read_text())
+    notes: list[str] = []
+    host = SSHHost.from_spec(loopback_fleet.spec(fl.silent_addr), SSHContext(str(cfg)), timeout=60,
+                             on_slow=notes.append)
+    try:
+        with pytest.raises(SSHError) as caught:
+            host.run("true")
+    finally:
+        host.close()
+    assert caught.value.kind == "no-ssh", str(caught.value)
+    assert len(notes) == 1 and fl.silent_addr in notes[0] and "banner" in notes[0], notes
+
+
+@pytest.mark.parametrize(("name", "answer", "close", "kinds"), [
+    ("binary-noise", b"\x00\xff\xfe\x1b]0;owned\x07\x1b[31m\x80\x81\n", False, {"no-ssh"}),
+    ("http-then-close", b"HTTP/1.1 400 Bad Request\r\n\r\n", True, {"no-ssh", "closed"}),
+    ("closes-at-once", b"", True, {"closed"}),
+])
+def test_a_listener_that_is_not_sshd_on_the_openssh_path(
+    tmp_path: Path, name: str, answer: bytes, close: bool, kinds: set[str]
+) -> None:
+    """The hostile-listener cases through the system ssh: a row of the right kind, ssh's words escaped
+    (no control character reaches the row), within the deadline."""
+    from bsdcrypt.ssh import SSHError
+    from bsdcrypt.ssh.openssh import OpenSSHContext, OpenSSHHost
+
+    from .test_fleet_hostile import Listener
+
+    listener = Listener(lambda conn: conn.sendall(answer) if answer else None, close)
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n    UserKnownHostsFile /dev/null\n    GlobalKnownHostsFile none\n")
+    host = OpenSSHHost.from_spec(f"root@127.6.0.1:{listener.port}", OpenSSHContext(str(cfg)), timeout=8)
+    try:
+        with pytest.raises(SSHError) as caught:
+            host.run("true")
+    finally:
+        host.close()
+        listener.shutdown()
+    err = caught.value
+    assert err.kind in kinds, (name, str(err))
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in str(err)), repr(str(err))
