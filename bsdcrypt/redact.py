@@ -20,11 +20,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from bsdcrypt.loader.conf import files_from_evidence, is_marker
 from bsdcrypt.parsers.loaderconf import Line, parse
 from bsdcrypt.probe import CRYPTO_DRIVERS, Evidence, File, Step, StepName, file_step
-from bsdcrypt.recording import provenance_of, remember_replayed
+from bsdcrypt.recording import Provenance, provenance_of, remember_replayed
 
 REDACTED_HOST = "host.example"
 MASK = b"redacted"
@@ -212,6 +213,20 @@ def _names_as_words(evidence: Evidence, names: set[str]) -> Evidence:
             new_key = key  # two steps would become one: the name stays in this step's name
         out[new_key] = Step(st.rc, word.sub(host, st.out))
     return Evidence(out)
+
+
+def mask_text(text: str) -> str:
+    """Free text (a recording's comment header and `source`) with addresses, MACs and serials masked."""
+    return _everywhere(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+
+
+def redacted_provenance(evidence: Evidence) -> Provenance | None:
+    """The provenance of replayed evidence with its header and source masked like the steps (a recording
+    made over `ssh root@10.1.2.3` says so in its source), or None when it was not replayed."""
+    origin = provenance_of(evidence)
+    if origin is None:
+        return None
+    return replace(origin, header=mask_text(origin.header), source=mask_text(origin.source) if origin.source else None)
 
 
 def redact(evidence: Evidence, hostname: str, reading: Reading | None = None) -> Evidence:

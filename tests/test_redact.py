@@ -191,3 +191,15 @@ def test_masking_any_loader_file_keeps_its_lines_and_is_idempotent(lines: list[b
         ln.value for ln in parse(data) if ln.name in kept or (ln.name or "").endswith("_load")
     ]
     assert mask_loader_file(out, kept_variables([out])) == out
+
+
+def test_a_replayed_recordings_header_and_source_are_masked_too(tmp_path: Path) -> None:
+    from bsdcrypt.recording import dump
+
+    src = tmp_path / "fw1.yaml"
+    src.write_text(dump(_evidence(), "fw1-prod.corp.example", comment="ssh root@10.20.30.40 from fe80::1%em0"))
+    r = subprocess.run([sys.executable, "-m", "bsdcrypt", "record", "-o", "-", "--redact", "--host", f"replay:{src}"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "10.20.30.40" not in r.stdout and "fe80::1" not in r.stdout and "fw1-prod" not in r.stdout
+    assert "ssh root@192.0.2.1 from 2001:db8::1" in r.stdout

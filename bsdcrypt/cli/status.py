@@ -121,7 +121,11 @@ def record(
 
         evidence = redact_evidence(evidence, name, reading)
         name = REDACTED_HOST
-    text = dump(evidence, name, redacted=redact)
+        from bsdcrypt.redact import redacted_provenance
+
+        text = dump(evidence, name, redacted=True, provenance=redacted_provenance(evidence))
+    else:
+        text = dump(evidence, name)
     if output == "-":
         typer.echo(text, nl=False)
         return
