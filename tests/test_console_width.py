@@ -139,8 +139,8 @@ def test_machine_formats_and_files_are_never_wrapped(tmp_path: Path) -> None:
 
 
 def test_every_help_fits_80_columns() -> None:
-    commands = ["", "status", "record", "recordings", "enable", "disable", "bench", "fleet-audit", "analyze",
-                "probe-script", "userland"]
+    commands = ["", "status", "record", "recordings", "enable", "disable", "bench", "bench geli", "bench userland",
+                "bench cleanup", "bench compare", "fleet-audit", "analyze", "probe-script", "userland"]
     for command in commands:
         for env in ({}, {"NO_COLOR": "1"}):
             code, lines = on_terminal(*command.split(), "--help", **env)
