@@ -277,3 +277,29 @@ def test_match_exec_runs_like_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert ctx.target("lab2").user != "labuser"
     assert stdin.read_text().strip() == "/dev/null"
     assert log.read_text().splitlines()[0] == f"-c|readlink /proc/self/fd/0 > {stdin}; echo noise; test lab1 = lab1|"
+
+
+def test_one_ssh_g_serves_the_names_a_plain_config_treats_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config of plain Host blocks: names its blocks treat alike share one `ssh -G` (but for their name),
+    and every Target is the one a fresh `ssh -G` of that very name gives; a Match line turns it off."""
+    from bsdcrypt.ssh import SSHContext, settings
+
+    cfg = tmp_path / "config"
+    cfg.write_text("Host fw-*\n    Port 2200\n    User admin\nHost !fw-9 fw-*\n    IdentityFile ~/.ssh/fw\n"
+                   "Host db?.lab\n    ConnectTimeout 7\nHost *\n    UserKnownHostsFile ~/kh\n"
+                   "    GlobalKnownHostsFile none\n")
+    names = ["fw-1", "fw-2", "fw-9", "db1.lab", "db2.lab", "db10.lab", "web", "other", "FW-3"]
+    calls: list[str] = []
+    real = settings.ssh_g
+    monkeypatch.setattr(settings, "ssh_g", lambda ssh, c, alias, *a: calls.append(alias) or real(ssh, c, alias, *a))
+    shared = SSHContext(str(cfg))
+    got = {n: shared.target(n) for n in names}
+    assert len(calls) < len(names)  # fw-1/fw-2, db1/db2.lab, web/other/db10.lab share
+    for n in names:
+        assert got[n] == SSHContext(str(cfg)).target(n), n
+    cfg.write_text(cfg.read_text() + "Match user nobody\n    Port 1\n")
+    calls.clear()
+    matching = SSHContext(str(cfg))
+    for n in names:
+        matching.target(n)
+    assert len(calls) == len(names)
