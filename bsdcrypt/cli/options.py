@@ -56,6 +56,7 @@ SSHOpt = Annotated[
         help="SSH client for SSH hosts: paramiko (default, in-process) or openssh (the system ssh: certificates, "
         "host CAs, FIDO keys, IdentityAgent).",
         envvar="BSDCRYPT_SSH_CLIENT",
+        metavar="CLIENT",
         callback=lambda value: ssh_client(value),
     ),
 ]
