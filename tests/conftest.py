@@ -25,18 +25,20 @@ QUIET_ENV = ("BSDCRYPT_VERBOSE", "NO_COLOR")  # the caller's settings that would
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | str = ROOT, timeout: float = 120, **kw: Any
+    *args: str, env: dict[str, str] | None = None, unset: tuple[str, ...] = (), cwd: Path | str | None = ROOT,
+    timeout: float = 120, check: bool = False, **kw: Any,
 ) -> subprocess.CompletedProcess[Any]:
-    """`python -m bsdcrypt ARGS` as a user runs it: its own process (exit status, signals, stdout
-    and stderr apart), from the checkout, text output unless `text=False`; `env` is added to this
-    environment (without BSDCRYPT_VERBOSE and NO_COLOR, unless given); other keywords go to
-    subprocess.run (`input`, `stdout`...). Never raises on a non-zero exit."""
-    full = {k: v for k, v in os.environ.items() if k not in QUIET_ENV} | (env or {})
+    """`python -m bsdcrypt ARGS` as a user runs it: its own process (exit status, signals, stdout and
+    stderr apart), from the checkout. `env` is added to this environment, from which BSDCRYPT_VERBOSE,
+    NO_COLOR and the names in `unset` are taken out first; text output unless `text=False`; stdout and
+    stderr captured unless given; other keywords go to subprocess.run (`input`, `stdin`, `encoding`...).
+    A non-zero exit is returned, not raised, unless `check`."""
+    full = {k: v for k, v in os.environ.items() if k not in QUIET_ENV and k not in unset} | (env or {})
     kw.setdefault("text", True)
-    if "stdout" not in kw and "stderr" not in kw:
-        kw["capture_output"] = True
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
     return subprocess.run([sys.executable, "-m", "bsdcrypt", *args], cwd=cwd, env=full, timeout=timeout,
-                          check=False, **kw)
+                          check=check, **kw)
 
 
 @pytest.fixture()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from bsdcrypt.collect.analyze import STANDALONE_TOKEN, collect_file, parse_probe_output, standalone_script, to_status
 from bsdcrypt.errors import BsdcryptError
@@ -37,7 +38,7 @@ def _same(a: dict[str, object], b: dict[str, object]) -> None:
 
 
 def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*CLI, *args], capture_output=True, input=stdin, timeout=120, check=False)
+    return run_cli(*args, input=stdin, text=False)
 
 
 # ---------------------------------------------------------------------------- probe-script
@@ -230,10 +231,7 @@ def test_cli_errors_are_one_line_exit_3(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_is_a_row_and_the_rest_is_still_analyzed(tmp_path: Path) -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", "analyze", str(BUILTIN), str(tmp_path / "nope.out"), "-f", "json"],
-        capture_output=True, text=True, check=False,
-    )
+    r = run_cli("analyze", str(BUILTIN), str(tmp_path / "nope.out"), "-f", "json")
     assert r.returncode == 3, r.stderr
     rows = json.loads(r.stdout)["hosts"]
     kinds = sorted(f["id"] for row in rows for f in row["findings"])

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from fleet.loopback import SSHD_LOGIN_OPTIONS
 
 from bsdcrypt.collect.analyze import STANDALONE_TOKEN
@@ -161,12 +162,12 @@ def _ansible(s: Sshd, inventory: Path, *args: str) -> tuple[int, str, str]:
 
 
 def _analyze(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, "analyze", *args], capture_output=True, text=True, timeout=60, check=False)
+    return run_cli("analyze", *args)
 
 
 def test_script_module_runs_the_probe_over_ssh_and_analyze_matches_status(sshd: Sshd) -> None:
     probe = sshd.work / "probe.sh"
-    r = subprocess.run([*CLI, "probe-script"], capture_output=True, text=True, check=True, timeout=60)
+    r = run_cli("probe-script", check=True)
     probe.write_text(r.stdout)
     inv = _inventory(sshd, {"web1": {"ansible_port": str(sshd.port)},
                             "gone": {"ansible_port": str(sshd.closed_port)}})
@@ -188,8 +189,7 @@ def test_script_module_runs_the_probe_over_ssh_and_analyze_matches_status(sshd: 
     assert hosts["gone"]["fleet"]["error_kind"] == "unreachable"
 
     # The same host probed directly by `bsdcrypt status`: the same assessment.
-    local = json.loads(subprocess.run([*CLI, "status", "--format", "json"], capture_output=True, text=True,
-                                      timeout=120, check=False).stdout)
+    local = json.loads(run_cli("status", "--format", "json").stdout)
     web1_status = hosts["web1"]
     assert web1_status["host"] == "web1" and web1_status["source"] == f"ansible:{collected}"
     for key in ("os", "cpu", "driver", "other_drivers", "persist", "geli", "findings", "root", "verdict"):

@@ -193,7 +193,6 @@ def test_spread_is_the_same_figure_in_table_and_json() -> None:
 
 
 def test_cleanup_refuses_the_devices_of_a_running_bench(host: ScriptedHost) -> None:
-    import os
 
     from bsdcrypt.bench.state import controller_name
 
@@ -206,7 +205,6 @@ def test_cleanup_refuses_the_devices_of_a_running_bench(host: ScriptedHost) -> N
 
 
 def test_sigterm_during_cleanup_after_an_error_exits_130(host: ScriptedHost, monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
     import signal
 
     from bsdcrypt.hostapi import RunResult
@@ -230,18 +228,10 @@ def test_sigterm_during_cleanup_after_an_error_exits_130(host: ScriptedHost, mon
 @pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}])
 def test_host_help_names_user_and_ssh(env: dict[str, str]) -> None:
     """`[user@]` shows with rich help and with plain click help (NO_COLOR), never as `\\[user@]`."""
-    import subprocess
-    import sys
+    from conftest import run_cli
 
     for job in ("geli", "userland", "cleanup"):
-        res = subprocess.run(
-            [sys.executable, "-m", "bsdcrypt", "bench", job, "--help"],
-            env={**os.environ, "COLUMNS": "200", **env},
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        res = run_cli("bench", job, "--help", env={"COLUMNS": "200", **env})
         assert res.returncode == 0, res.stderr
         text = " ".join(res.stdout.replace("│", " ").split())
         assert "local (default), or [user@]host[:port] over SSH (a recording cannot run a bench)" in text
@@ -260,7 +250,6 @@ def test_output_is_checked_before_the_bench_runs(host: ScriptedHost, tmp_path: P
 
 
 def test_cleanup_json_and_yaml_say_what_was_removed_and_left_alone(host: ScriptedHost, tmp_path: Path) -> None:
-    import os
 
     from bsdcrypt.bench.state import controller_name
 
@@ -292,7 +281,6 @@ def test_cleanup_has_no_prometheus_metrics(host: ScriptedHost) -> None:
 
 def test_bench_o_to_a_fifo_writes_in_place(host: ScriptedHost, tmp_path: Path) -> None:
     """Issue 11: bench -o uses the one output mechanism: a FIFO (like /dev/null) is written, not replaced."""
-    import os
     import stat
     import threading
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from bsdcrypt.errors import HostError
 from bsdcrypt.hostapi import RunResult
@@ -24,9 +25,7 @@ ANSI = re.compile(rb"\x1b\[")
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("BSDCRYPT_VERBOSE", "NO_COLOR")}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, check=False,
-                          env={**full, **env})
+    return run_cli(*args, env=env)
 
 
 def test_verbose_lists_every_probe_command_per_host_and_keeps_stdout() -> None:

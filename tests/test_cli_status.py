@@ -9,14 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT, check=False, timeout=120
-    )
+run = run_cli
 
 
 def test_status_table_on_a_shipped_recording_by_name() -> None:

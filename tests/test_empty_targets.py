@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import run_cli
 from freebsd_tree import MACHINES, add_kernel
 from typer.testing import CliRunner
 
@@ -47,9 +48,7 @@ EMPTY = [
 @pytest.mark.parametrize(("args", "option"), EMPTY, ids=[" ".join(a) for a, _ in EMPTY])
 def test_an_empty_path_or_target_is_a_usage_error(args: list[str], option: str) -> None:
     """A real process each: `enable -p -R ''` must never plan (let alone act) on the running system."""
-    r = subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT, check=False, timeout=120
-    )
+    r = run_cli(*args)
     assert r.returncode == 3, (r.stdout, r.stderr)
     assert r.stdout == ""  # no plan, no report
     assert r.stderr.startswith("bsdcrypt: Invalid value for") and option in r.stderr and "must not be empty" in r.stderr

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from bsdcrypt.enable.act import check_writable, safe_write, undo_write
 from bsdcrypt.enable.remote import read_loader_files, read_root_system
@@ -79,11 +79,7 @@ def inside(root: Path, absolute: Path | str) -> Path:
     return root / str(absolute).lstrip("/")
 
 
-def bsdcrypt(*args: str) -> subprocess.CompletedProcess[str]:
-    """The real command line (its main(): one-line errors on stderr, exit status 3)."""
-    return subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", *args], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
-    )
+bsdcrypt = run_cli  # the real command line (its main(): one-line errors on stderr, exit status 3)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], text: str) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,10 +66,7 @@ def _recording(
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT, check=False,
-        timeout=120, encoding="utf-8", errors="surrogateescape",
-    )
+    return run_cli(*args, encoding="utf-8", errors="surrogateescape")
 
 
 def _printable(text: str) -> bool:

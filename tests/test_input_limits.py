@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,10 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT, check=False,
-        timeout=300, **kw,
-    )
+    return run_cli(*args, timeout=300, **kw)
 
 
 def test_analyze_dev_zero_is_one_row_naming_it() -> None:

@@ -11,15 +11,14 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 MAN = ROOT / "docs" / "bsdcrypt.8"
-CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
 OPTION = re.compile(r"(?<![\w-])--?[a-zA-Z][\w-]*")
 
 
@@ -34,8 +33,7 @@ def _mandoc() -> str:
 
 @cache
 def _help(*args: str) -> str:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
-    r = subprocess.run([*CLI, *args, "--help"], capture_output=True, text=True, env=env, timeout=60, check=True)
+    r = run_cli(*args, "--help", env={"NO_COLOR": "1", "COLUMNS": "100"}, check=True)
     return r.stdout
 
 

@@ -12,11 +12,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +26,6 @@ from bsdcrypt.status import Finding, GeliInfo, Status
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
-CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
 STATES = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
 
 LABEL = r"(?:'(?:[^'=]|'')+'|[^'=\s]+)"
@@ -100,8 +98,7 @@ def _prometheus_values(s: Status) -> dict[str, str]:
     ],
 )
 def test_undetermined_values_are_U_not_0(host: str, expected: dict[str, str]) -> None:
-    r = subprocess.run([*CLI, "status", "--host", host, "--format", "nagios", "--timeout", "10"],
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = run_cli("status", "--host", host, "--format", "nagios", "--timeout", "10")
     assert r.stderr == ""
     assert check_plugin_output(r.stdout, r.returncode) == expected
     # min and max stay with U: 'label'=value[UOM];[warn];[crit];[min];[max]
@@ -111,8 +108,7 @@ def test_undetermined_values_are_U_not_0(host: str, expected: dict[str, str]) ->
 
 @pytest.mark.parametrize("path", HOSTS[:6], ids=[p.stem for p in HOSTS[:6]])
 def test_cli_exit_code_matches_the_status_word(path: Path) -> None:
-    r = subprocess.run([*CLI, "status", "--host", f"replay:{path}", "--format", "nagios"],
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = run_cli("status", "--host", f"replay:{path}", "--format", "nagios")
     assert r.stderr == ""
     check_plugin_output(r.stdout, r.returncode)
 

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,12 +28,7 @@ SHIPPED = ROOT / "fixtures" / "hosts" / f"{REC}.yaml"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a device needs root")
 
 
-def run(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    kw.setdefault("stdout", subprocess.PIPE)
-    kw.setdefault("stderr", subprocess.PIPE)
-    return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-m", "bsdcrypt", *args], text=True, cwd=ROOT, check=False, timeout=120, **kw
-    )
+run = run_cli
 
 
 def _device(path: Path, minor: int) -> Path:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,7 +173,7 @@ def test_escaping_by_the_book() -> None:
 
 
 def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False)
+    return run_cli(*args, cwd=cwd)
 
 
 def test_status_writes_the_textfile_atomically(tmp_path: Path) -> None:

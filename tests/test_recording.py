@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -200,10 +200,7 @@ def test_host_spec_replay_and_local() -> None:
 
 
 def _record(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", "record", "-o", "-", *args],
-        capture_output=True, text=True, cwd=HOSTS.parent.parent, check=False, timeout=120,
-    )
+    return run_cli("record", "-o", "-", *args)
 
 
 def test_recording_a_replay_keeps_its_provenance() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_cli
 from htmlcheck import FIXTURES, HOSTILE_CPU, HOSTILE_NAME, HOSTILE_VALUE, REPO, hostile_recording
 
 from bsdcrypt import fleet
@@ -222,9 +223,6 @@ def test_release_labels() -> None:
 # ---------------------------------------------------------------------------- the commands
 
 
-def run_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120, check=False)
 
 
 def test_status_html_for_one_host(tmp_path: Path) -> None:

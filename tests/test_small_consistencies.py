@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import platform
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 
 from bsdcrypt.bench.facts import not_freebsd
 from bsdcrypt.hosts.replay import ReplayHost
@@ -20,10 +19,7 @@ from bsdcrypt.recording import resolve_recording
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT, check=False, timeout=120
-    )
+run = run_cli
 
 
 def _closed_port() -> int:
