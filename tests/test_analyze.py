@@ -54,6 +54,7 @@ def test_probe_script_is_a_valid_sh_script_with_the_documented_token(tmp_path: P
     assert script == standalone_script()
 
 
+@pytest.mark.slow
 def test_probe_script_token_option_and_validation() -> None:
     assert "T=@@bsdcrypt-site42\n" in _cli("probe-script", "--token", "@@bsdcrypt-site42").stdout.decode()
     bad = _cli("probe-script", "--token", "x; rm -rf /")
@@ -62,6 +63,7 @@ def test_probe_script_token_option_and_validation() -> None:
         standalone_script("@@bsdcrypt-a b")
 
 
+@pytest.mark.slow
 def test_the_standalone_probe_run_here_equals_status_local(tmp_path: Path) -> None:
     out = subprocess.run(["sh", "-c", standalone_script()], capture_output=True, check=True, timeout=120).stdout
     (tmp_path / "here.out").write_bytes(out)
@@ -191,6 +193,7 @@ def test_ansible_tree_file_is_one_host_named_after_the_file(tmp_path: Path) -> N
 # ---------------------------------------------------------------------------- the CLI
 
 
+@pytest.mark.slow
 def test_cli_formats_exit_code_and_output_file(tmp_path: Path) -> None:
     (tmp_path / "a.out").write_bytes(_raw(GELI))
     (tmp_path / "b.json").write_bytes(_doc({"fw": _ok(BUILTIN)}))
@@ -210,6 +213,7 @@ def test_cli_formats_exit_code_and_output_file(tmp_path: Path) -> None:
     assert sorted(p.name for p in prom.parent.iterdir()) == ["bsdcrypt.prom"]
 
 
+@pytest.mark.slow
 def test_cli_reads_stdin_and_directories(tmp_path: Path) -> None:
     r = _cli("analyze", "-", stdin=_raw(BUILTIN))
     assert r.returncode == 0
@@ -221,6 +225,7 @@ def test_cli_reads_stdin_and_directories(tmp_path: Path) -> None:
     assert sorted(h["host"] for h in json.loads(r.stdout)["hosts"]) == ["db1", "fw1"]
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line_exit_3(tmp_path: Path) -> None:
     r = _cli("analyze", str(tmp_path / "missing.out"))  # a row saying so, exit 3 (unknown)
     assert r.returncode == 3 and b"cannot read" in r.stdout and b"unreadable" in r.stdout
@@ -230,6 +235,7 @@ def test_cli_errors_are_one_line_exit_3(tmp_path: Path) -> None:
     assert r.returncode == 3 and b"no input" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_missing_file_is_a_row_and_the_rest_is_still_analyzed(tmp_path: Path) -> None:
     r = run_cli("analyze", str(BUILTIN), str(tmp_path / "nope.out"), "-f", "json")
     assert r.returncode == 3, r.stderr
@@ -238,6 +244,7 @@ def test_a_missing_file_is_a_row_and_the_rest_is_still_analyzed(tmp_path: Path) 
     assert "collect-unreadable" in kinds and len(rows) == 2
 
 
+@pytest.mark.slow
 def test_a_directory_skips_files_that_are_not_collected_output(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -263,18 +270,21 @@ def test_a_directory_skips_files_that_are_not_collected_output(tmp_path: Path) -
     assert r.returncode == 3 and json.loads(r.stdout)["hosts"][0]["findings"][0]["id"] == "collect-garbage"
 
 
+@pytest.mark.slow
 def test_the_shipped_recordings_folder_analyzes_without_its_readme() -> None:
     r = _cli("analyze", "-f", "csv", str(ROOT / "fixtures" / "hosts"))
     assert b"collect-garbage" not in r.stdout and b"README.md" in r.stderr
     assert len(r.stdout.decode().splitlines()) - 1 == len(HOSTS)
 
 
+@pytest.mark.slow
 def test_a_directory_with_nothing_collected_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("notes\n")
     r = _cli("analyze", str(tmp_path))
     assert r.returncode == 3 and r.stdout == b"" and b"nothing to analyze" in r.stderr
 
 
+@pytest.mark.slow
 def test_csv_has_userland_aes_last_as_json_says_it() -> None:
     """The CSV's last column is userland OpenSSL's case, the same as JSON's userland_aes.case per host;
     columns added later go at the end, so scripts that count columns keep working."""

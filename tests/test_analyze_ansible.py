@@ -165,6 +165,7 @@ def _analyze(*args: str) -> subprocess.CompletedProcess[str]:
     return run_cli("analyze", *args)
 
 
+@pytest.mark.slow
 def test_script_module_runs_the_probe_over_ssh_and_analyze_matches_status(sshd: Sshd) -> None:
     probe = sshd.work / "probe.sh"
     r = run_cli("probe-script", check=True)
@@ -204,6 +205,7 @@ def test_script_module_runs_the_probe_over_ssh_and_analyze_matches_status(sshd: 
     assert codes == {"web1": 3, "gone": 3}
 
 
+@pytest.mark.slow
 def test_raw_module_serves_freebsd_hosts_and_analyze_assesses_them(sshd: Sshd) -> None:
     hosts: dict[str, dict[str, str]] = {}
     for name in FREEBSD:

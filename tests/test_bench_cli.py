@@ -44,6 +44,7 @@ def test_table_output_and_record(host: ScriptedHost, tmp_path: Path) -> None:
     assert host.leaked() == []
 
 
+@pytest.mark.slow
 def test_json_and_yaml(host: ScriptedHost) -> None:
     res = runner.invoke(app, ["bench", "--no-save", "--format", "json", "--no-read", "--no-ceiling"])
     assert res.exit_code == 0, res.output
@@ -55,6 +56,7 @@ def test_json_and_yaml(host: ScriptedHost) -> None:
     assert rec["results"][0]["runs"] == 2
 
 
+@pytest.mark.slow
 def test_failing_step_exit_code_and_message(host: ScriptedHost) -> None:
     host.fail_at = next(i for i, c in enumerate(_happy()) if c.startswith("geli onetime"))
     res = runner.invoke(app, ["bench", "--no-save"])
@@ -63,6 +65,7 @@ def test_failing_step_exit_code_and_message(host: ScriptedHost) -> None:
     assert host.leaked() == []
 
 
+@pytest.mark.slow
 def test_interrupt_exit_130(host: ScriptedHost) -> None:
     host.interrupt_at = next(i for i, c in enumerate(_happy()) if c.startswith("exec fio"))
     res = runner.invoke(app, ["bench", "--no-save"])
@@ -225,6 +228,7 @@ def test_sigterm_during_cleanup_after_an_error_exits_130(host: ScriptedHost, mon
     assert host.leaked() == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}])
 def test_host_help_names_user_and_ssh(env: dict[str, str]) -> None:
     """`[user@]` shows with rich help and with plain click help (NO_COLOR), never as `\\[user@]`."""
@@ -295,6 +299,7 @@ def test_bench_o_to_a_fifo_writes_in_place(host: ScriptedHost, tmp_path: Path) -
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and b"bsdcrypt_bench_iops" in got[0]
 
 
+@pytest.mark.slow
 def test_userland_html_charts_each_cipher_as_is_and_masked(
     host: ScriptedHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,6 +26,7 @@ def _engine() -> str:
     return "posixaio" if "posixaio" in out.split() else "psync"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direction", ["write", "read"])
 def test_real_fio_runs_our_job_and_the_parser_reads_it(tmp_path: Path, direction: str) -> None:
     params = BenchParams(runtime_s=1, ioengine=_engine())

@@ -121,6 +121,7 @@ def test_bad_records_are_one_line_naming_the_file(tmp_path: Path, content: bytes
     assert res.exception is None or isinstance(res.exception, SystemExit)
 
 
+@pytest.mark.slow
 def test_compare_refuses_devices_missing_files_and_overwriting_a_record(tmp_path: Path) -> None:
     (good, _) = published_pair(tmp_path)
     for args, says in (
@@ -148,6 +149,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedHost:
     return h
 
 
+@pytest.mark.slow
 def test_bench_format_html_with_repeat_has_whiskers(scripted: ScriptedHost, tmp_path: Path) -> None:
     out = tmp_path / "bench.html"
     res = runner.invoke(_app(), ["bench", "--no-save", "--repeat", "3", "-f", "html", "-o", str(out)])  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return run_cli(*args, env=env)
 
 
+@pytest.mark.slow
 def test_verbose_lists_every_probe_command_per_host_and_keeps_stdout() -> None:
     quiet = _cli("status", "--host", f"replay:{REC}", "-f", "json")
     loud = _cli("-v", "status", "--host", f"replay:{REC}", "-f", "json")
@@ -42,12 +43,14 @@ def test_verbose_lists_every_probe_command_per_host_and_keeps_stdout() -> None:
     assert "  kldstat -q -m nexus/aesni" in body and "  cat /boot/loader.conf" in body
 
 
+@pytest.mark.slow
 def test_verbose_on_a_real_host_says_the_probe_runs() -> None:
     loud = _cli("-v", "status", "-f", "json")  # this machine: the probe really runs
     assert loud.stderr.startswith("bsdcrypt: local: run the read-only probe (one sh script,")
     assert "replay" not in loud.stderr
 
 
+@pytest.mark.slow
 def test_verbose_from_the_environment_and_in_fleet_audit(tmp_path: Path) -> None:
     assert "kldstat -v" in _cli("status", "--host", f"replay:{REC}", BSDCRYPT_VERBOSE="1").stderr
     hosts = tmp_path / "hosts.txt"
@@ -111,6 +114,7 @@ def _in_pty(args: list[str], **env: str) -> bytes:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["status", "--help"], ["--help"], ["status", "--format"]])
 def test_no_color_means_no_escape_sequences_on_a_terminal(args: list[str]) -> None:
     plain = _in_pty(args, NO_COLOR="1")
@@ -120,6 +124,7 @@ def test_no_color_means_no_escape_sequences_on_a_terminal(args: list[str]) -> No
         assert ANSI.search(_in_pty(args)), "the pty test would not notice colour"
 
 
+@pytest.mark.slow
 def test_no_color_keeps_every_option_in_the_help() -> None:
     rich = _cli("status", "--help", COLUMNS="200").stdout
     plain = _cli("status", "--help", NO_COLOR="1").stdout
@@ -127,6 +132,7 @@ def test_no_color_keeps_every_option_in_the_help() -> None:
         assert opt in rich and opt in plain
 
 
+@pytest.mark.slow
 def test_shell_completion_script_and_live_completion() -> None:
     # --show-completion detects the calling shell; under CI that is bash (.ci/run).
     r = _cli("--show-completion")
@@ -143,6 +149,7 @@ def test_shell_completion_script_and_live_completion() -> None:
     assert r.stdout.startswith("fleet-audit\t")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}])
 def test_host_help_shows_user_at_with_and_without_rich(env: dict[str, str]) -> None:
     # rich markup would take `[user@]` for a style tag and drop it
@@ -163,6 +170,7 @@ def _complete_bash(*words: str, cword: int | None = None) -> list[str]:
 SHIPPED = [line.split()[0] for line in _cli("recordings").stdout.splitlines() if line.strip()]  # NAME  description
 
 
+@pytest.mark.slow
 def test_format_values_complete() -> None:
     assert _complete_bash("bsdcrypt", "status", "--format", "") == ["table", "json", "yaml", "nagios", "prometheus",
                                                                     "html"]
@@ -173,6 +181,7 @@ def test_format_values_complete() -> None:
     assert _complete_bash("bsdcrypt", "bench", "--format", "") == ["table", "json", "yaml", "prometheus", "html"]
 
 
+@pytest.mark.slow
 def test_host_completes_local_and_shipped_recordings() -> None:
     assert len(SHIPPED) >= 15
     assert _complete_bash("bsdcrypt", "status", "--host", "lo") == ["local"]
@@ -186,6 +195,7 @@ def test_host_completes_local_and_shipped_recordings() -> None:
     assert got[: len(SHIPPED)] == SHIPPED  # right after the colon; then this folder's directories
 
 
+@pytest.mark.slow
 def test_option_equals_value_completes() -> None:
     """`--opt=VALUE`: bash splits at `=` too (COMP_WORDBREAKS) and replaces only the text after the last
     `=` or colon."""
@@ -199,6 +209,7 @@ def test_option_equals_value_completes() -> None:
     assert _complete_bash("bsdcrypt", "status", "--host", "=", "lo") == ["local"]
 
 
+@pytest.mark.slow
 def test_host_completes_recording_files(tmp_path: Path) -> None:
     (tmp_path / "recs").mkdir()
     (tmp_path / "recs" / "fw1.yaml").write_text("x")
@@ -209,6 +220,7 @@ def test_host_completes_recording_files(tmp_path: Path) -> None:
     assert got == [f"{tmp_path}/recs/fw1.yaml"]  # recordings are YAML: notes.txt is not offered
 
 
+@pytest.mark.slow
 def test_zsh_and_fish_complete_host_and_format() -> None:
     r = _cli(_BSDCRYPT_COMPLETE="complete_zsh", _TYPER_COMPLETE_ARGS="bsdcrypt status --host replay:freebsd-13.0-hy")
     assert '"replay\\\\:freebsd-13.0-hyperv-builtin":"shipped recording"' in r.stdout
@@ -217,6 +229,7 @@ def test_zsh_and_fish_complete_host_and_format() -> None:
     assert r.stdout.startswith("prometheus\t")
 
 
+@pytest.mark.slow
 def test_show_completion_in_an_unsupported_shell_is_one_line_exit_3() -> None:
     cmd = " ".join(f"'{a}'" for a in CLI)
     r = subprocess.run(["sh", "-c", f"{cmd} --show-completion; exit $?"], capture_output=True, text=True,
@@ -225,6 +238,7 @@ def test_show_completion_in_an_unsupported_shell_is_one_line_exit_3() -> None:
     assert r.stderr.startswith("bsdcrypt: shell completion exists for bash") and r.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_bash_script_keeps_going_after_replay_colon_and_directories() -> None:
     r = subprocess.run(["bash", "-c", f"{' '.join(repr(a) for a in CLI)} --show-completion; exit $?"],
                        capture_output=True, text=True, timeout=60, check=False)

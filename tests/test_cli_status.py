@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 run = run_cli
 
 
+@pytest.mark.slow
 def test_status_table_on_a_shipped_recording_by_name() -> None:
     r = run("status", "--host", "replay:freebsd-12.2-bhyve-geli-software-aesni-kldloaded")
     assert r.returncode == 2, r.stderr
@@ -24,6 +25,7 @@ def test_status_table_on_a_shipped_recording_by_name() -> None:
     assert r.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fmt", "load"), [("json", json.loads), ("yaml", yaml.safe_load)])
 def test_status_json_and_yaml_carry_the_schema(fmt: str, load: object) -> None:
     r = run("status", "--host", "replay:freebsd-13.0-hyperv-builtin", "--format", fmt)
@@ -38,12 +40,14 @@ def test_status_json_and_yaml_carry_the_schema(fmt: str, load: object) -> None:
     assert set(doc["persist"]) >= {"configured", "needed", "source"}
 
 
+@pytest.mark.slow
 def test_status_nagios_line_and_exit_code() -> None:
     r = run("status", "--host", "replay:pfsense-2.4.5-celeron-j3160-not-loaded", "--format", "nagios")
     assert r.returncode == 1
     assert r.stdout.startswith("BSDCRYPT WARNING: ") and r.stdout.count("\n") == 1 and " | " in r.stdout
 
 
+@pytest.mark.slow
 def test_status_on_this_linux_machine_says_so_and_exits_3() -> None:
     r = run("status")
     assert r.returncode == 3
@@ -51,6 +55,7 @@ def test_status_on_this_linux_machine_says_so_and_exits_3() -> None:
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -66,6 +71,7 @@ def test_bad_input_is_one_line_without_traceback(args: list[str], message: str) 
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_garbage_recording_is_a_clean_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(b"\xff\xfe not yaml at all: [")
@@ -73,6 +79,7 @@ def test_garbage_recording_is_a_clean_error(tmp_path: Path) -> None:
     assert r.returncode == 3 and "Traceback" not in r.stderr and r.stderr.startswith("bsdcrypt: ")
 
 
+@pytest.mark.slow
 def test_record_then_replay_gives_the_same_status(tmp_path: Path) -> None:
     out = tmp_path / "me.yaml"
     r = run("record", "-o", str(out))
@@ -120,6 +127,7 @@ def test_status_start_up_imports_only_what_status_needs() -> None:
     assert r.stderr.strip() == "", r.stderr
 
 
+@pytest.mark.slow
 def test_help_lists_every_command() -> None:
     r = run("--help")
     for cmd in ("status", "record", "recordings", "enable", "disable", "bench", "fleet-audit", "analyze", "probe-script"):
@@ -150,11 +158,13 @@ def test_nagios_prints_its_line_on_stdout_even_when_the_host_cannot_be_read(tmp_
     assert r.stdout.startswith("BSDCRYPT UNKNOWN: ") and r.stdout.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_no_arguments_prints_help_and_exits_0() -> None:
     r = run()
     assert r.returncode == 0 and "status" in r.stdout
 
 
+@pytest.mark.slow
 def test_report_files_are_0644_and_an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
     import os
     import stat
@@ -172,6 +182,7 @@ def test_report_files_are_0644_and_an_existing_file_keeps_its_mode(tmp_path: Pat
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
 
 
+@pytest.mark.slow
 def test_a_failed_probe_replaces_the_textfile_with_an_unknown_verdict(tmp_path: Path) -> None:
     prom = tmp_path / "bsdcrypt.prom"
     assert run("status", "--host", "replay:freebsd-13.0-hyperv-builtin", "-f", "prometheus", "-o", str(prom)).returncode == 0
@@ -218,6 +229,7 @@ def test_requested_format_reads_argv_like_click() -> None:
     assert requested_format(["bsdcrypt", "status", "--timeout", "-f", "-f", "yaml"]) == "yaml"
 
 
+@pytest.mark.slow
 def test_an_unreachable_host_gets_the_fleet_kind_as_host_finding(tmp_path: Path) -> None:
     # 127.0.0.1:1: nothing listens there; the same failure fleet-audit reports as fleet-refused
     r = run("status", "-H", "127.0.0.1:1", "-f", "prometheus", "--timeout", "10")

@@ -56,6 +56,7 @@ def completion_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("typed", "line"),
     [

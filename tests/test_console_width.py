@@ -73,6 +73,7 @@ def _words(text: str) -> list[str]:
     return [w for w in text.split() if set(w) != {"-"}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_status_fits_80_columns_and_keeps_every_word(name: str) -> None:
     code, lines = on_terminal("status", "--host", f"replay:{name}")
@@ -84,6 +85,7 @@ def test_status_fits_80_columns_and_keeps_every_word(name: str) -> None:
     ), "\n".join(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_enable_dry_run_fits_80_columns(name: str) -> None:
     for persist in ((), ("--persist",)):
@@ -94,6 +96,7 @@ def test_enable_dry_run_fits_80_columns(name: str) -> None:
         assert sorted(_words("\n".join(lines))) == sorted(_words(whole.stdout + whole.stderr)), "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_fleet_audit_and_analyze_fit_80_columns(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("".join(f"replay:{name}\n" for name in NAMES))
@@ -116,6 +119,7 @@ def test_recordings_listing_fits_80_columns() -> None:
     assert code == 0 and not _too_wide(lines), "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_pipes_keep_whole_lines_and_columns_sets_the_width() -> None:
     name = "freebsd-12.2-bhyve-not-loaded-overridden"  # its remedy line is 170 characters
     whole = piped("status", "--host", f"replay:{name}")
@@ -129,6 +133,7 @@ def test_pipes_keep_whole_lines_and_columns_sets_the_width() -> None:
     assert max(len(line) for line in wide) > 120
 
 
+@pytest.mark.slow
 def test_machine_formats_and_files_are_never_wrapped(tmp_path: Path) -> None:
     name = "freebsd-12.2-bhyve-not-loaded-overridden"
     _, lines = on_terminal("status", "--host", f"replay:{name}", "-f", "json")
@@ -138,6 +143,7 @@ def test_machine_formats_and_files_are_never_wrapped(tmp_path: Path) -> None:
     assert out.read_text() == piped("status", "--host", f"replay:{name}").stdout
 
 
+@pytest.mark.slow
 def test_every_help_fits_80_columns() -> None:
     commands = ["", "status", "record", "recordings", "enable", "disable", "bench", "bench geli", "bench userland",
                 "bench cleanup", "bench compare", "fleet-audit", "analyze", "probe-script", "userland"]

@@ -55,6 +55,7 @@ def test_an_empty_path_or_target_is_a_usage_error(args: list[str], option: str) 
     assert r.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_an_empty_bsdcrypt_host_is_not_set() -> None:
     """click reads an empty environment variable as unset: the default (local) applies, as documented."""
     r = subprocess.run(
@@ -167,6 +168,7 @@ def test_root_slash_on_this_linux_machine_is_refused() -> None:
     assert "the system at / is not a FreeBSD-family system" in result.output
 
 
+@pytest.mark.slow
 def test_a_dangling_loader_conf_link_reads_as_no_file(tmp_path: Path) -> None:
     """docs/enable.md: a link to nothing inside DIR is no file; enable creates its target (the link stays)."""
     root = tmp_path / "r"

@@ -86,6 +86,7 @@ def test_enable_bench_measures_before_and_after_the_kldload(host: FreeBSDHost) -
     assert host.leaked() == []
 
 
+@pytest.mark.slow
 def test_enable_bench_on_a_builtin_driver_reports_no_before(monkeypatch: pytest.MonkeyPatch) -> None:
     h = _builtin_host(monkeypatch)
     result = CliRunner().invoke(_app(), ["enable", "--bench", "--yes", "--host", "x"])  # type: ignore[arg-type]
@@ -111,6 +112,7 @@ def _builtin_host(monkeypatch: pytest.MonkeyPatch, name: str = "freebsd-13.0-hyp
     return h
 
 
+@pytest.mark.slow
 def test_enable_bench_saves_both_records(host: FreeBSDHost, results_dir: Path) -> None:
     result = CliRunner().invoke(_app(), ["enable", "--bench", "--yes", "--host", "x"])  # type: ignore[arg-type]
     assert result.exit_code == 0, result.output

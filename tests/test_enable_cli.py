@@ -69,6 +69,7 @@ def _boot(tmp_path: Path, data: bytes) -> Path:
     return conf
 
 
+@pytest.mark.slow
 def test_enable_disable_under_root_for_real(tmp_path: Path) -> None:
     original = b'zfs_load="YES"\r\naesni_load="NO"  # off\r\nkern.vty=vt'
     conf = _boot(tmp_path, original)
@@ -103,6 +104,7 @@ def test_dry_run_under_root_changes_nothing(tmp_path: Path) -> None:
     assert conf.read_bytes() == b"a=1"
 
 
+@pytest.mark.slow
 def test_disable_without_persist_undoes_the_boot_time_change(tmp_path: Path) -> None:
     """Issue 28: --persist is optional; disable with or without it undoes enable's loader.conf change
     and never unloads the driver (docs/enable.md)."""
@@ -229,6 +231,7 @@ def test_verbose_does_not_let_root_through_on_a_recording(
     assert conf.read_bytes() == b"a=1\n"
 
 
+@pytest.mark.slow
 def test_loader_conf_local_linked_to_loader_conf_round_trips(tmp_path: Path) -> None:
     """QA: disable failed forever ("changed since bsdcrypt read it") writing one file under two names."""
     original = b'zfs_load="YES"\n'
@@ -243,6 +246,7 @@ def test_loader_conf_local_linked_to_loader_conf_round_trips(tmp_path: Path) -> 
     assert undo.output.count("  wrote ") == 1 and conf.read_bytes() == original
 
 
+@pytest.mark.slow
 def test_enable_under_root_follows_the_loader_not_name_order(tmp_path: Path) -> None:
     """Issue 15: loader.conf.d read in directory order, a hidden *conf entry, and a file that
     loader_conf_files names inside DIR: every aesni_load the loader may read last becomes YES (and

@@ -91,6 +91,7 @@ def one_line_error(r: subprocess.CompletedProcess[str], text: str) -> None:
 # ---- absolute and relative links on a component before the last ------------------------------------
 
 
+@pytest.mark.slow
 def test_absolute_intermediate_link_is_taken_inside_root(tmp_path: Path, decoy: Path) -> None:
     """DIR/boot -> /<abs path>: that path inside DIR, not on the host (where the decoy is)."""
     root = system(tmp_path)
@@ -113,6 +114,7 @@ def test_absolute_intermediate_link_is_taken_inside_root(tmp_path: Path, decoy: 
     assert snapshot(decoy) == host_before  # not a byte, not a lock, not a backup
 
 
+@pytest.mark.slow
 def test_absolute_intermediate_link_missing_inside_root_reads_and_writes_nothing_outside(
     tmp_path: Path, decoy: Path
 ) -> None:
@@ -126,6 +128,7 @@ def test_absolute_intermediate_link_missing_inside_root_reads_and_writes_nothing
     assert snapshot(decoy) == host_before and snapshot(root) == root_before
 
 
+@pytest.mark.slow
 def test_relative_intermediate_links_and_a_chain(tmp_path: Path, decoy: Path) -> None:
     """DIR/boot -> altroot/boot, DIR/altroot -> /a/b (absolute, second level): DIR/a/b/boot."""
     root = system(tmp_path, "14.1-RELEASE")
@@ -168,6 +171,7 @@ def test_a_chain_of_30_links_is_no_loop(tmp_path: Path) -> None:
 # ---- the bootpool layout (ZFS on root with a separate boot pool) ----------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["bootpool/boot", "/bootpool/boot"], ids=["relative", "absolute"])
 def test_bootpool_layout(tmp_path: Path, target: str) -> None:
     """DIR/boot -> bootpool/boot (bsdinstall's GELI/ZFS layout; /boot -> /bootpool/boot on the running
@@ -208,6 +212,7 @@ def test_bootpool_write_and_undo_through_the_link(tmp_path: Path) -> None:
     assert sorted(p.name for p in real.iterdir()) == [".bsdcrypt.lock", "loader.conf"]
 
 
+@pytest.mark.slow
 def test_root_given_through_a_link_of_its_own(tmp_path: Path) -> None:
     """DIR itself may be a link (the user's path, resolved on the host like chroot's argument)."""
     root = system(tmp_path)
@@ -223,6 +228,7 @@ def test_root_given_through_a_link_of_its_own(tmp_path: Path) -> None:
 # ---- refused: `..` out of DIR, loops ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("link", "target"),
     [
@@ -255,6 +261,7 @@ def test_dotdot_out_of_root_is_refused(tmp_path: Path, decoy: Path, link: str, t
     assert snapshot(decoy) == host_before and snapshot(root) == root_before
 
 
+@pytest.mark.slow
 def test_a_loop_on_an_intermediate_component_is_refused(tmp_path: Path, decoy: Path) -> None:
     root = system(tmp_path)
     (root / "boot").symlink_to("b1")
@@ -274,6 +281,7 @@ def test_a_loop_on_an_intermediate_component_is_refused(tmp_path: Path, decoy: P
     assert snapshot(decoy) == host_before and snapshot(root) == root_before
 
 
+@pytest.mark.slow
 def test_boot_to_slash_boot_is_a_loop_not_the_hosts_boot(tmp_path: Path) -> None:
     """DIR/boot -> /boot (a jail or image): the system at DIR would loop; the host's /boot is never used.
     Only read-only calls here (a --dry-run), so a regression could not write the real /boot."""

@@ -123,6 +123,7 @@ def test_the_enable_json_plan_keeps_the_exact_diff(hostile: Path) -> None:
     assert COMMENT.replace("\r", "") in diffs.replace("\r", "") or "aesni_load" in diffs
 
 
+@pytest.mark.slow
 def test_one_host_cannot_make_a_report_huge(tmp_path: Path) -> None:
     """A 400 KB host name, CPU string, loader.conf comment and value: every text report stays small (a hostile
     recording once made a 60 MB Nagios line)."""

@@ -64,6 +64,7 @@ def fleet_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, fleet.Fl
     return path, run
 
 
+@pytest.mark.slow
 def test_fleet_report_sorts_and_filters_offline(browser: Browser, fleet_file: tuple[Path, fleet.FleetRun]) -> None:
     path, run = fleet_file
     b = browser
@@ -123,6 +124,7 @@ def test_fleet_report_sorts_and_filters_offline(browser: Browser, fleet_file: tu
     assert width >= 1000 and height > 1000
 
 
+@pytest.mark.slow
 def test_report_reads_the_same_without_javascript(tmp_path: Path, fleet_file: tuple[Path, fleet.FleetRun]) -> None:
     require_browser()
     from selenium import webdriver
@@ -251,6 +253,7 @@ def test_print_shows_every_detail_in_light_colours(browser: Browser, fleet_file:
         b.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "", "features": []})
 
 
+@pytest.mark.slow
 def test_values_at_the_field_caps_stay_inside_the_page(browser: Browser, tmp_path: Path) -> None:
     """A host whose name, CPU string and findings are far past the per-field cap: the page shows each
     cut at the cap with its marker, and nothing makes the page wider than the window."""
@@ -318,6 +321,7 @@ def test_userland_page(browser: Browser, tmp_path: Path) -> None:
     b.screenshot("userland.png")
 
 
+@pytest.mark.slow
 def test_many_rows_sort_and_filter_across_bodies(browser: Browser, tmp_path: Path) -> None:
     """250 hosts: the rows are in <tbody>s of ROWS_PER_BODY; sorting orders them across the bodies,
     filtering moves the rows shown to the first bodies and hides the empty ones, clearing restores

@@ -27,6 +27,7 @@ def run(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     return run_cli(*args, timeout=300, **kw)
 
 
+@pytest.mark.slow
 def test_analyze_dev_zero_is_one_row_naming_it() -> None:
     """/dev/zero never ends: it is not a regular file, refused before a byte is read; the row says why."""
     r = run("analyze", "/dev/zero", "-f", "csv")
@@ -34,6 +35,7 @@ def test_analyze_dev_zero_is_one_row_naming_it() -> None:
     assert "cannot read input /dev/zero: it is a character device, not a regular file" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -90,6 +92,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(doc=st.dictionaries(st.sampled_from(["plays", "stdout", "rc", "failed"]), json_values, min_size=1))
 def test_json_of_any_shape_is_rows_never_an_exception(doc: dict[str, object]) -> None:
@@ -97,6 +100,7 @@ def test_json_of_any_shape_is_rows_never_an_exception(doc: dict[str, object]) ->
     assert rows and all(r.evidence is not None or r.error_kind for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     ['{"plays": 5}', '{"plays": [5]}', '{"plays": [{"tasks": 5}]}', '{"plays": [{"tasks": [{"hosts": [1]}]}]}',
@@ -113,6 +117,7 @@ def test_analyze_json_of_the_wrong_shape_is_a_garbage_row(tmp_path: Path, text: 
 # ---------------------------------------------------------------------------- hosts files
 
 
+@pytest.mark.slow
 def test_a_non_utf8_line_is_file_line_reason(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts"
     hosts.write_bytes(b"good.example\n\xff\xfebad.example\nalso-good.example\n")
@@ -121,6 +126,7 @@ def test_a_non_utf8_line_is_file_line_reason(tmp_path: Path) -> None:
     assert r.stderr == f"{hosts}:2: not UTF-8 text (byte 0xff at column 1)\n"
 
 
+@pytest.mark.slow
 def test_a_100000_character_host_name_is_rejected_as_a_name_not_echoed(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts"
     hosts.write_text("h" + "a" * 99_999 + "\n")
@@ -131,6 +137,7 @@ def test_a_100000_character_host_name_is_rejected_as_a_name_not_echoed(tmp_path:
     assert r.returncode == 3 and len(r.stderr) < 400 and "100000 characters" in r.stderr
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=300))
 def test_any_bytes_are_hosts_or_file_line_errors(data: bytes) -> None:
@@ -144,6 +151,7 @@ def test_any_bytes_are_hosts_or_file_line_errors(data: bytes) -> None:
             assert line.isprintable() or "\\" in repr(line)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(name=st.text(st.sampled_from("ab.-_1"), min_size=MAX_NAME + 1, max_size=3 * MAX_NAME))
 def test_names_longer_than_dns_allows_are_not_names(name: str) -> None:

@@ -157,6 +157,7 @@ def test_the_error_is_a_bsdcrypt_error() -> None:
     assert issubclass(InputError, BsdcryptError)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(data=st.binary(max_size=2000), limit=st.integers(min_value=0, max_value=2100))
 def test_any_bytes_read_back_exactly_or_are_too_large(tmp_path_factory: pytest.TempPathFactory, data: bytes,

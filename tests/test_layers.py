@@ -176,6 +176,7 @@ def test_every_module_has_a_layer() -> None:
         layer(m)
 
 
+@pytest.mark.slow
 def test_no_import_cycle() -> None:
     found = cycles(graph())
     assert not found, f"import cycles: {[sorted(c) for c in found]}"
@@ -187,6 +188,7 @@ def package_of(name: str) -> str:
     return ".".join(parts[:2])
 
 
+@pytest.mark.slow
 def test_no_two_packages_import_each_other() -> None:
     rooms: dict[str, set[str]] = {}
     for m, targets in graph().items():
@@ -204,6 +206,7 @@ def test_no_module_is_over_600_lines() -> None:
     assert not long, long
 
 
+@pytest.mark.slow
 def test_imports_point_down_only() -> None:
     upward = [
         f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: {m} (layer {layer(m)}) imports {t} (layer {layer(t)})"
@@ -214,6 +217,7 @@ def test_imports_point_down_only() -> None:
     assert not upward, "\n".join(upward)
 
 
+@pytest.mark.slow
 def test_only_the_cli_imports_typer() -> None:
     found = [
         f"{m} imports {t}"
@@ -225,6 +229,7 @@ def test_only_the_cli_imports_typer() -> None:
     assert not found, found
 
 
+@pytest.mark.slow
 def test_only_hosts_open_makes_hosts_of_every_kind() -> None:
     found = [
         f"{m}:{line} imports {kind} from {t}"
@@ -251,6 +256,7 @@ def test_the_old_homes_of_moved_modules_are_gone() -> None:
     assert not dirs, dirs
 
 
+@pytest.mark.slow
 def test_nothing_imports_an_old_home() -> None:
     found = []
     for path in _python_files():
@@ -302,6 +308,7 @@ def private_uses(path: Path) -> Iterator[str]:
                 yield f"{node.lineno}: {node.value!r}"
 
 
+@pytest.mark.slow
 def test_no_test_uses_a_private_name_of_bsdcrypt() -> None:
     found = [
         f"{path.relative_to(PACKAGE.parent)}:{use}"
@@ -389,6 +396,7 @@ def paramiko_private_uses(source: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_module_touches_a_paramiko_private_name_or_speaks_the_wire_protocol() -> None:
     found = {m: uses for m, p in MODULES.items() if (uses := paramiko_private_uses(p.read_text()))}
     assert not found, found

@@ -5,6 +5,7 @@ byte the same after, only the edited assignment changes and one valid line may b
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def _reading(data: bytes) -> list[tuple[str, str | None, str | None, bytes]]:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(parts=st.lists(_pieces, max_size=14))
 def test_an_edit_never_makes_the_loaders_reading_worse(parts: list[bytes]) -> None:

@@ -231,6 +231,7 @@ _PIECES = [b"aesni_load", b"geom_eli_load", b"exec", b"_load", b"-x_name", b"a.b
            b"=", b" = ", b'"YES"', b"YES", b'"a"b"', b"# c", b'"', b"\t", b"x_error", b"1a_type", b".x"]
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(_PIECES), st.binary(max_size=3).map(
     lambda b: bytes(_ALPHABET[c % len(_ALPHABET)] for c in b))), max_size=8).map(b"".join))

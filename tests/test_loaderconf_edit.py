@@ -270,6 +270,7 @@ def test_the_byte_identity_check_catches_line_ending_changes(before: bytes, afte
         assert_other_lines_kept(before, after)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(files_st())
 def test_property_enable(files: list[tuple[str, bytes]]) -> None:
@@ -291,6 +292,7 @@ def test_property_enable(files: list[tuple[str, bytes]]) -> None:
     assert set_yes(new) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(files_st())
 def test_property_disable_restores(files: list[tuple[str, bytes]]) -> None:
@@ -346,6 +348,7 @@ def test_garbage_markers(line: bytes, damaged: bool, restored: bytes | None, eol
         assert plan.refusal is None and len(plan.writes) == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     value=st.sampled_from([b'"YES"', b"YES", b'"yes"']),

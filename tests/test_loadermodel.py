@@ -247,6 +247,7 @@ def _oracle(files: dict[str, bytes]) -> set[bool]:
     return results
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(_VALUES, max_size=3),

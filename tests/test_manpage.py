@@ -120,6 +120,7 @@ def test_freebsd_sections_and_see_also() -> None:
     assert source.count(".Dt BSDCRYPT 8\n") == 1 and ".Os\n" in source
 
 
+@pytest.mark.slow
 def test_help_parsing_sees_what_the_cli_defines() -> None:
     """The --help scraping below must match the real command tree, or the consistency test is void."""
     import typer

@@ -31,6 +31,7 @@ def _run_without(module: str, *args: str) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("module", "pkg"), [("markupsafe", "markupsafe"), ("jinja2", "Jinja2")])
 def test_html_without_jinja2_or_markupsafe_is_one_line(module: str, pkg: str) -> None:
     r = _run_without(module, "status", "-H", "replay:freebsd-13.0-hyperv-builtin", "-f", "html")
@@ -40,11 +41,13 @@ def test_html_without_jinja2_or_markupsafe_is_one_line(module: str, pkg: str) ->
     assert f"pkg install {PREFIX}{pkg}" in r.stderr and "-f html" in r.stderr
 
 
+@pytest.mark.slow
 def test_the_table_still_works_without_jinja2() -> None:
     r = _run_without("jinja2", "status", "-H", "replay:freebsd-13.0-hyperv-builtin")
     assert r.returncode == 0 and "Verdict" in r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_ssh_without_paramiko_is_one_line(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("admin@fw1.example.org\n")

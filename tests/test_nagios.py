@@ -85,6 +85,7 @@ def _prometheus_values(s: Status) -> dict[str, str]:
     return values
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("host", "expected"),
     [
@@ -106,6 +107,7 @@ def test_undetermined_values_are_U_not_0(host: str, expected: dict[str, str]) ->
     assert r.stdout.rstrip("\n").split(" | ")[1] == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", HOSTS[:6], ids=[p.stem for p in HOSTS[:6]])
 def test_cli_exit_code_matches_the_status_word(path: Path) -> None:
     r = run_cli("status", "--host", f"replay:{path}", "--format", "nagios")
@@ -116,6 +118,7 @@ def test_cli_exit_code_matches_the_status_word(path: Path) -> None:
 severity = st.sampled_from(["info", "warning", "critical", "unknown"])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     messages=st.lists(st.tuples(st.text(max_size=60), severity), max_size=4),

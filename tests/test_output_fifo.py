@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REPLAY = "replay:freebsd-13.0-hyperv-builtin"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["status", "-H", REPLAY], ["record", "-H", REPLAY], ["fleet-audit", "{hosts}"],
                                      ["analyze", "{rec}"]])
 def test_a_fifo_nobody_reads_is_exit_74_and_one_line(tmp_path: Path, command: list[str]) -> None:

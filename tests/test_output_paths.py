@@ -64,6 +64,7 @@ def test_a_null_device_stays_a_device(tmp_path: Path, command: str) -> None:
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
 
 
+@pytest.mark.slow
 def test_a_fifo_is_written_in_place(tmp_path: Path) -> None:
     fifo = tmp_path / "report.fifo"
     os.mkfifo(fifo)
@@ -77,6 +78,7 @@ def test_a_fifo_is_written_in_place(tmp_path: Path) -> None:
     assert b"bsdcrypt_exit_code" in got[0]
 
 
+@pytest.mark.slow
 def test_a_socket_is_never_replaced(tmp_path: Path) -> None:
     path = tmp_path / "s.sock"
     sock = socket.socket(socket.AF_UNIX)
@@ -125,6 +127,7 @@ def test_write_file_keeps_what_is_not_a_regular_file(tmp_path: Path, kind: str, 
     assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["status", "record", "fleet-audit", "analyze"])
 def test_an_input_named_as_output_is_refused(tmp_path: Path, command: str) -> None:
     rec = tmp_path / "host.yaml"
@@ -172,6 +175,7 @@ def test_check_output_path_compares_inodes_not_names(tmp_path: Path) -> None:
         check_output_path(str(tmp_path / "l"), [str(a)])
 
 
+@pytest.mark.slow
 def test_a_full_disk_on_stdout_is_one_line_and_its_own_exit_status() -> None:
     with open("/dev/full", "w") as full:  # writing to full(4) only fails: nothing is changed
         r = run("status", "-H", f"replay:{REC}", "-f", "json", stdout=full)
@@ -215,6 +219,7 @@ def test_a_closed_pipe_is_one_line_and_exit_141(args: list[str]) -> None:
     assert r.stderr == "bsdcrypt: cannot write the report to standard output: the reader closed the pipe\n"
 
 
+@pytest.mark.slow
 def test_a_folder_or_missing_folder_is_refused_before_the_work(tmp_path: Path) -> None:
     r = run("fleet-audit", str(_hosts(tmp_path)), "-q", "-o", str(tmp_path))
     assert r.returncode == 3 and "it is a folder" in r.stderr

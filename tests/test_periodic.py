@@ -74,6 +74,7 @@ def runner(tmp_path: Path) -> Runner:
     return run
 
 
+@pytest.mark.slow
 def test_quiet_when_all_is_well(runner: Runner) -> None:
     r = runner("freebsd-13.0-hyperv-builtin")
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
@@ -103,6 +104,7 @@ def test_knobs(runner: Runner, tmp_path: Path) -> None:
     assert missing.returncode == 2 and "not installed" in missing.stdout
 
 
+@pytest.mark.slow
 def test_userland_check_warns_on_a_stale_override(runner: Runner, tmp_path: Path) -> None:
     if not shutil.which("openssl"):
         pytest.skip("needs openssl")

@@ -42,6 +42,7 @@ def _one_line(exc: BaseException) -> None:
     assert "\n" not in str(exc) and len(str(exc)) < 2000
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=_texty)
 def test_every_file_reader_takes_any_bytes(tmp_path: Path, data: bytes) -> None:

@@ -147,6 +147,7 @@ def test_redaction_keeps_the_assessment_whatever_the_host_is_called(path: Path) 
             assert uname.out.split()[1] == b"host.example"
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(name=st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9-]{0,14}\Z"), index=st.integers(0, len(RECORDINGS) - 1))
 def test_redaction_keeps_the_assessment_for_any_name(name: str, index: int) -> None:
@@ -219,6 +220,7 @@ def test_recording_a_replay_keeps_its_provenance() -> None:
     assert "# re-recorded from a replay" in r.stdout
 
 
+@pytest.mark.slow
 def test_redacting_a_replay_of_an_unredacted_recording(tmp_path: Path) -> None:
     ev = Evidence(
         {

@@ -140,6 +140,7 @@ _keys = st.sampled_from(["bsdcrypt_recording", "host", "source", "redacted", "st
                          "tool_version", "x"])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(fields=st.lists(st.tuples(_keys, _values), max_size=8), deep=st.integers(min_value=0, max_value=3000))
 def test_random_yaml_is_a_recording_or_one_line(fields: list[tuple[str, str]], deep: int) -> None:

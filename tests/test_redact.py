@@ -145,6 +145,7 @@ def test_every_shipped_recording_redacts_to_the_same_reading_and_twice_is_once(p
     assert not any(b"web-07" in s.out for s in red.steps.values())
 
 
+@pytest.mark.slow
 def test_record_redact_twice_gives_the_same_file(tmp_path: Path) -> None:
     def record(*args: str) -> str:
         r = subprocess.run([sys.executable, "-m", "bsdcrypt", "record", "-o", "-", "--redact", *args],
@@ -180,6 +181,7 @@ _line = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(lines=st.lists(_line, max_size=12), final=st.booleans())
 def test_masking_any_loader_file_keeps_its_lines_and_is_idempotent(lines: list[bytes], final: bool) -> None:

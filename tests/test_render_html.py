@@ -236,6 +236,7 @@ def test_status_html_for_one_host(tmp_path: Path) -> None:
     assert "geli-software" in details["text"] and page.find("figure") == []  # no charts for one host
 
 
+@pytest.mark.slow
 def test_fleet_audit_and_analyze_write_html(tmp_path: Path) -> None:
     names = sorted(FIXTURES.glob("*.yaml"))[:5]
     hosts = tmp_path / "hosts.txt"
@@ -251,11 +252,13 @@ def test_fleet_audit_and_analyze_write_html(tmp_path: Path) -> None:
     assert len([n for n in Page(proc.stdout).find("tr") if n["attrs"].get("data-v")]) == 5
 
 
+@pytest.mark.slow
 def test_unknown_format_lists_html() -> None:
     proc = run_cli("status", "--host", "replay:freebsd-13.0-hyperv-builtin", "-f", "htm")
     assert proc.returncode == 3 and "html" in proc.stderr
 
 
+@pytest.mark.slow
 def test_status_table_does_not_import_jinja2() -> None:
     code = (
         "import atexit, sys\n"

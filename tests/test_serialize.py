@@ -29,6 +29,7 @@ _json = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_json)
 def test_any_json_value_reads_back_the_same(data: Any) -> None:

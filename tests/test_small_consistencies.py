@@ -28,6 +28,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fmt", "load"), [("json", json.loads), ("yaml", yaml.safe_load)])
 def test_an_unreachable_host_is_a_document_in_json_and_yaml(tmp_path: Path, fmt: str, load: object) -> None:
     port = _closed_port()
@@ -38,6 +39,7 @@ def test_an_unreachable_host_is_a_document_in_json_and_yaml(tmp_path: Path, fmt:
     assert [f["id"] for f in doc["findings"]] == ["host-refused"]
 
 
+@pytest.mark.slow
 def test_an_unreachable_host_in_the_table_is_still_one_line() -> None:
     r = run("status", "-H", f"127.0.0.1:{_closed_port()}", "--timeout", "60")
     assert r.returncode == 3 and r.stdout == "" and r.stderr.count("\n") == 1
@@ -56,6 +58,7 @@ def test_bench_refuses_only_hosts_that_are_not_freebsd(recording: str, refused: 
         assert "runs Linux, not FreeBSD" in why and "md(4)" in why
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.system() != "Linux", reason="needs a machine that is not FreeBSD")
 def test_bench_on_this_linux_machine_says_so() -> None:
     """Only the read-only probe runs before the refusal (no md, no GELI, no fio)."""

@@ -54,6 +54,7 @@ def detected(openssl: str) -> tuple[int, ...]:
     return words
 
 
+@pytest.mark.slow
 @need_qemu
 def test_cpu_without_aesni_is_refused_on_sigill(tmp_path: Path) -> None:
     prog = wrapper(tmp_path, "Nehalem")
@@ -64,6 +65,7 @@ def test_cpu_without_aesni_is_refused_on_sigill(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*core*")) and not list(Path("/tmp").glob("qemu_openssl*.core"))
 
 
+@pytest.mark.slow
 @need_qemu
 def test_pclmulqdq_missing_kills_gcm_only(tmp_path: Path) -> None:
     prog = wrapper(tmp_path, "Westmere-v1,-pclmulqdq")
@@ -76,6 +78,7 @@ def test_pclmulqdq_missing_kills_gcm_only(tmp_path: Path) -> None:
     assert not t.passed
 
 
+@pytest.mark.slow
 @need_qemu
 def test_haswell_without_aes_dies_and_with_aes_passes(tmp_path: Path) -> None:
     lib = ia32cap.Library("two-word", 2, True, "")
@@ -87,6 +90,7 @@ def test_haswell_without_aes_dies_and_with_aes_passes(tmp_path: Path) -> None:
     assert t.passed, t.results
 
 
+@pytest.mark.slow
 @need_qemu
 def test_a_model_with_aes_passes_the_simulation(tmp_path: Path) -> None:
     prog = wrapper(tmp_path, "Westmere")
@@ -98,6 +102,7 @@ def test_a_model_with_aes_passes_the_simulation(tmp_path: Path) -> None:
     assert all(t["verdict"] == "pass" for t in doc["trials"])
 
 
+@pytest.mark.slow
 @need_openssl
 def test_real_openssl_forced_value_is_echoed_with_bit_57() -> None:
     result = runner.invoke(app, ["userland", "--openssl", str(OPENSSL), "--simulate-hidden", "--rounds", "1",
@@ -116,6 +121,7 @@ def test_real_openssl_forced_value_is_echoed_with_bit_57() -> None:
     assert isinstance(m["noisy"], bool)
 
 
+@pytest.mark.slow
 @need_openssl
 def test_apply_check_remove_under_root(tmp_path: Path) -> None:
     etc = tmp_path / "etc"
@@ -137,6 +143,7 @@ def test_apply_check_remove_under_root(tmp_path: Path) -> None:
     assert rc.read_text() == 'tor_enable="YES"\ntor_env="LANG=C"\n'
 
 
+@pytest.mark.slow
 @need_openssl
 def test_check_finds_a_stale_value_and_removes_it(tmp_path: Path) -> None:
     (tmp_path / "etc").mkdir()
@@ -149,6 +156,7 @@ def test_check_finds_a_stale_value_and_removes_it(tmp_path: Path) -> None:
     assert gone.exit_code == 1 and rc.read_text() == "", gone.output
 
 
+@pytest.mark.slow
 @need_openssl
 def test_systemd_dropin_under_root(tmp_path: Path) -> None:
     args = ["userland", "--openssl", str(OPENSSL), "--root", str(tmp_path), "--init", "systemd", "--no-bench"]
@@ -183,6 +191,7 @@ def test_libressl_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "ignores OPENSSL_ia32cap" in result.output
 
 
+@pytest.mark.slow
 @need_openssl
 def test_rc_conf_d_directory_wins_like_load_rc_config(tmp_path: Path) -> None:
     d = tmp_path / "etc" / "rc.conf.d" / "tor"

@@ -496,6 +496,7 @@ def test_the_lock_serializes_two_runs(root: Path) -> None:
     assert conf.read_bytes() == edit.after and len(backups(root / "boot")) == 1
 
 
+@pytest.mark.slow
 def test_a_lock_held_too_long_is_certain_and_writes_nothing(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another run holds the lock past the wait: one line, a certain failure (the body never ran),
     not "may or may not hold the new content"; the file, its directory and the plan's run unchanged."""
@@ -537,6 +538,7 @@ _CONTENT = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(data=_CONTENT, mode=st.sampled_from([0o644, 0o640, 0o600, 0o444]))
 def test_property_the_backup_equals_the_original_byte_for_byte(data: bytes, mode: int) -> None:
@@ -572,6 +574,7 @@ def test_property_the_backup_equals_the_original_byte_for_byte(data: bytes, mode
 # ---- the one remote command line, whatever the login shell ------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(data=st.binary(max_size=2000))
 def test_the_input_reaches_the_command_byte_for_byte(data: bytes) -> None:

@@ -43,6 +43,7 @@ def _one_line_refusal(r: subprocess.CompletedProcess[str], why: str) -> None:
     assert r.stderr.count("\n") == 1 and why in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_a_loader_conf_linked_to_a_device_inside_the_root_is_one_line(root: Path) -> None:
     _zero_device(root / "dev" / "zero")
     (root / "boot" / "loader.conf").symlink_to("/dev/zero")  # inside the root, like sysrc -R
@@ -51,6 +52,7 @@ def test_a_loader_conf_linked_to_a_device_inside_the_root_is_one_line(root: Path
     assert (root / "boot" / "loader.conf").is_symlink() and not list((root / "boot").glob("*.bsdcrypt-*"))
 
 
+@pytest.mark.slow
 def test_a_fifo_loader_conf_is_one_line_and_never_waits(root: Path) -> None:
     os.mkfifo(root / "boot" / "loader.conf")
     r = _enable_root(root)
@@ -58,6 +60,7 @@ def test_a_fifo_loader_conf_is_one_line_and_never_waits(root: Path) -> None:
     assert stat.S_ISFIFO(os.stat(root / "boot" / "loader.conf").st_mode)
 
 
+@pytest.mark.slow
 def test_a_huge_loader_conf_is_refused_by_its_size_before_it_is_read(root: Path) -> None:
     with open(root / "boot" / "loader.conf", "wb") as fh:
         fh.truncate(75 << 20)  # sparse: 75 MB of size, no disk use

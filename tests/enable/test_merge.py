@@ -34,6 +34,7 @@ _ALIAS_LINES = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(lines=st.lists(_ALIAS_LINES, max_size=5), other=st.lists(_ALIAS_LINES, max_size=3), alias=st.sampled_from(
     ["local", "confd", "both"]))

@@ -40,6 +40,7 @@ def test_shellcheck_passes_on_every_file() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_the_assembled_scripts_pass_shellcheck_too(tmp_path: Path) -> None:
     """What the host runs: the values set by Python (quoted), then the files; the locked body passed in BODY
     is checked as its own script."""

@@ -81,6 +81,7 @@ def _audit(env: FleetEnv, tmp_path: Path, config: Path, agent: Agent) -> dict[st
     return fleet
 
 
+@pytest.mark.slow
 def test_a_loadable_identity_file_is_signed_here_and_the_agent_is_not_asked(
     loopback_fleet: FleetEnv, tmp_path: Path, agent: Agent
 ) -> None:

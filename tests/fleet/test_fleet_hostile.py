@@ -65,6 +65,7 @@ def test_time_values_are_taken_as_ssh_takes_them(value: str, seconds: int | None
 BAD_VALUES = [("Port", "abc"), ("Port", "0"), ("Port", "99999"), ("ConnectTimeout", "soon")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("keyword", "value"), BAD_VALUES)
 @pytest.mark.parametrize("how", ["direct", "include", "env"])
 def test_a_bad_config_value_is_one_line_not_a_traceback(tmp_path: Path, keyword: str, value: str, how: str) -> None:
@@ -115,6 +116,7 @@ def test_a_bad_proxy_jump_is_a_config_row(tmp_path: Path, hop: str) -> None:
     assert f"bad ProxyJump {hop!r}" in (r.error or "") or "line 2" in (r.error or ""), r.error
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=12))
 def test_any_port_value_is_a_port_or_a_config_error(value: str) -> None:
@@ -213,6 +215,7 @@ def nokh(tmp_path: Path) -> SSHContext:
     return SSHContext(str(cfg))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(LISTENERS))
 def test_what_a_listener_says_tells_no_ssh_from_closed(name: str, nokh: SSHContext) -> None:
     answer, close, kind, said = LISTENERS[name]
@@ -231,6 +234,7 @@ def test_what_a_listener_says_tells_no_ssh_from_closed(name: str, nokh: SSHConte
     assert len(str(err)) < 300
 
 
+@pytest.mark.slow
 def test_a_non_ssh_listener_is_a_no_ssh_row_in_the_fleet(tmp_path: Path) -> None:
     listener = Listener(_says(SMTP))
     cfg = tmp_path / "ssh_config"
@@ -324,6 +328,7 @@ def flood_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Loop
         fleet.stop()
 
 
+@pytest.mark.slow
 def test_a_host_answering_16_mb_is_cut_at_the_probe_cap(
     flood_fleet: tuple[LoopbackFleet, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

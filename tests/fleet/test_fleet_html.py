@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from htmlcheck import Browser, png_size, require_browser, visible_rows
 
 from .conftest import TIMEOUT, FleetEnv
 from .test_fleet_sshd import bsdcrypt
 
 
+@pytest.mark.slow
 def test_loopback_fleet_report_in_a_browser(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     require_browser()
     env = loopback_fleet

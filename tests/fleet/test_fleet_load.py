@@ -71,6 +71,7 @@ class StalledProgress(Progress):
         super().update(done, failed, force)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("hosts", "parallel"), [(20, 1), (200, 4), (600, 32)])
 def test_a_backlog_of_results_never_times_a_finished_host_out(
     monkeypatch: pytest.MonkeyPatch, hosts: int, parallel: int
@@ -107,6 +108,7 @@ def test_a_backlog_of_results_never_times_a_finished_host_out(
     assert auditor.most_at_once <= parallel
 
 
+@pytest.mark.slow
 def test_a_host_stuck_past_its_grace_is_given_up_without_a_worker_beyond_parallel(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -135,6 +137,7 @@ def test_a_host_stuck_past_its_grace_is_given_up_without_a_worker_beyond_paralle
     assert len(auditor.threads) <= 2 and run.workers == 2
 
 
+@pytest.mark.slow
 def test_closed_ports_under_cpu_hogs_are_refused_not_timed_out(tmp_path: Path) -> None:
     """Item 5's reproduction, in CI time: 10,000 closed loopback ports audited at -j 32 while two busy
     loops hold both cores. Every row must say `refused` (it used to be ~95% `timeout`, "the host did not

@@ -44,6 +44,7 @@ def finish(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
 # ---------------------------------------------------------------------------- config lookups under the deadline
 
 
+@pytest.mark.slow
 def test_match_exec_lookups_run_in_parallel_in_the_workers(tmp_path: Path) -> None:
     """20 hosts whose config lookup (`Match exec`) waits until all 20 lookups have started: the lookups used
     to run one after the other before any host started, which here would hold the first one until its
@@ -62,6 +63,7 @@ def test_match_exec_lookups_run_in_parallel_in_the_workers(tmp_path: Path) -> No
     assert len(started.read_text().split()) >= 20  # every host's lookup ran (a second pass of ssh's may rerun it)
 
 
+@pytest.mark.slow
 def test_a_hanging_match_exec_is_a_timeout_row_not_a_hung_run(tmp_path: Path) -> None:
     """A lookup that never ends (an hour) is cut at the host's deadline: the run returns (the 120 s
     below is only a safety net), each host a timeout row, and the commands do not outlive it."""
@@ -130,6 +132,7 @@ def test_duplicates_are_found_deterministically(
 # ---------------------------------------------------------------------------- Ctrl-C and SIGTERM
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_an_interrupted_run_leaves_no_proxy_command_behind(tmp_path: Path, sig: signal.Signals) -> None:
     """SIGTERM is handled like Ctrl-C: every ProxyCommand (a session of its own, which no terminal signal
@@ -167,6 +170,7 @@ def test_an_interrupted_run_leaves_no_proxy_command_behind(tmp_path: Path, sig: 
 # ---------------------------------------------------------------------------- single-host commands
 
 
+@pytest.mark.slow
 def test_sigterm_to_status_leaves_no_proxy_command_behind(tmp_path: Path) -> None:
     """`status` (any single-host command over SSH) turns SIGTERM into an interrupt: the host is closed,
     which kills its ProxyCommand's process group (a session of its own), and it exits 143."""

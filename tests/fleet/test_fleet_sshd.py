@@ -100,6 +100,7 @@ def by_target(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {h["fleet"]["target"]: h for h in doc["hosts"]}
 
 
+@pytest.mark.slow
 def test_every_healthy_host_matches_status_on_its_recording(
     full_run: dict[str, Any], loopback_fleet: FleetEnv
 ) -> None:
@@ -203,6 +204,7 @@ def test_wall_time_bounded_and_exit_status_is_the_worst(full_run: dict[str, Any]
     assert sum(doc["fleet"]["totals"].values()) == len(full_run["what"])
 
 
+@pytest.mark.slow
 def test_table_csv_yaml(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     env = loopback_fleet
     addrs = list(env.healthy)[:6]
@@ -238,6 +240,7 @@ def test_table_csv_yaml(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     assert doc["fleet"]["duplicates"] and "listed more than once" in doc["fleet"]["duplicates"][0]
 
 
+@pytest.mark.slow
 def test_accept_new_adds_unknown_key_but_never_a_changed_one(
     loopback_fleet: FleetEnv, tmp_path: Path
 ) -> None:
@@ -260,6 +263,7 @@ def test_accept_new_adds_unknown_key_but_never_a_changed_one(
     assert by_target(json.loads(again.stdout))[unknown]["fleet"]["error"] is None
 
 
+@pytest.mark.slow
 def test_status_over_ssh_equals_status_on_the_recording(loopback_fleet: FleetEnv) -> None:
     addr, rec = next(iter(loopback_fleet.healthy.items()))
     run = bsdcrypt(
@@ -270,6 +274,7 @@ def test_status_over_ssh_equals_status_on_the_recording(loopback_fleet: FleetEnv
     assert strip(json.loads(run.stdout)) == replay_status(rec)
 
 
+@pytest.mark.slow
 def test_proxyjump_reaches_the_target_through_the_jump_host(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     fl = loopback_fleet.fleet
     jump, (target, rec) = list(loopback_fleet.healthy)[1], list(loopback_fleet.healthy.items())[2]
@@ -291,6 +296,7 @@ def test_proxyjump_reaches_the_target_through_the_jump_host(loopback_fleet: Flee
     assert (conns[target], execs[target]) == (1, 1)
 
 
+@pytest.mark.slow
 def test_replay_entries_and_hosts_from_stdin(loopback_fleet: FleetEnv) -> None:
     rec = next(iter(loopback_fleet.healthy.values()))
     run = bsdcrypt("fleet-audit", "-", "-f", "json", "-q", stdin=f"replay:{rec}\nreplay:no-such-recording\n")
@@ -301,6 +307,7 @@ def test_replay_entries_and_hosts_from_stdin(loopback_fleet: FleetEnv) -> None:
     assert bad["fleet"]["error_kind"] == "recording"
 
 
+@pytest.mark.slow
 def test_bad_hosts_file_is_one_error_naming_the_line(tmp_path: Path) -> None:
     path = tmp_path / "h.txt"
     path.write_text("ok.example\nnot a host\n")
@@ -336,6 +343,7 @@ def test_an_abort_names_the_phase_it_cut_short(loopback_fleet: FleetEnv) -> None
     assert "during reading the output" in str(info.value), str(info.value)
 
 
+@pytest.mark.slow
 def test_proxy_command_ssh_w_through_a_jump_host(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     """A real `ssh -W %h:%p` ProxyCommand (OpenSSH client, loopback only): a healthy host is audited through
     it; to a closed port the command fails and the row says so with its exit status and stderr."""
@@ -366,6 +374,7 @@ def test_proxy_command_ssh_w_through_a_jump_host(loopback_fleet: FleetEnv, tmp_p
     assert (conns[target], execs[target]) == (1, 1)
 
 
+@pytest.mark.slow
 def test_output_into_a_missing_folder_fails_before_the_audit(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     fl = loopback_fleet.fleet
     hosts = tmp_path / "h.txt"
@@ -388,6 +397,7 @@ def _ssh(cfg: Path, alias: str, strict: str) -> Proc:
     )
 
 
+@pytest.mark.slow
 def test_host_key_alias_is_read_and_written_as_ssh_does(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     """HostKeyAlias on a port other than 22: known_hosts has the alias as written, no [alias]:port (what
     ssh reads and writes). bsdcrypt --accept-new writes what ssh then accepts strictly, and the other way."""

@@ -65,6 +65,7 @@ class _Slow:
         pass
 
 
+@pytest.mark.slow
 def test_hard_deadline_bounds_wall_time_even_when_a_host_ignores_abort() -> None:
     hosts: dict[str, Host] = {"stuck.example": _Stuck(), "slow.example": _Slow()}
 
@@ -104,6 +105,7 @@ def test_name_resolution_failure_is_a_row(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert "cannot resolve nosuchhost.invalid" in (r.error or "")
 
 
+@pytest.mark.slow
 def test_the_ssh_context_is_built_before_any_deadline_starts(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -129,6 +131,7 @@ def test_the_ssh_context_is_built_before_any_deadline_starts(
     assert [r.error_kind for r in run.results] == ["resolve", "resolve"], [r.error for r in run.results]
 
 
+@pytest.mark.slow
 def test_a_connect_timeout_says_how_long_and_why(tmp_path: Path) -> None:
     """ConnectTimeout shorter than --timeout: the row names it and its seconds. The unanswered connect is
     real: a loopback listener whose backlog is full drops further SYNs (Linux)."""
@@ -259,6 +262,7 @@ def test_fd_limit_caps_parallel() -> None:
     assert fd_limit_parallel(4) == 4
 
 
+@pytest.mark.slow
 def test_replay_fleet_never_imports_paramiko() -> None:
     rec = next(iter(sorted((REPO / "fixtures" / "hosts").glob("*.yaml"))), None)
     if rec is None:
@@ -313,6 +317,7 @@ def test_progress_redraws_while_no_host_finishes() -> None:
     assert "1/3 done" in last and "6s elapsed" in last and "ETA 12s" in last
 
 
+@pytest.mark.slow
 def test_run_fleet_keeps_the_progress_line_moving() -> None:
     """While a host takes its time, the bar is redrawn (the host waits until it has seen two redraws)."""
 
@@ -355,6 +360,7 @@ def test_run_fleet_keeps_the_progress_line_moving() -> None:
     assert tty.redrawn.is_set() and run.results[0].error == "done waiting"
 
 
+@pytest.mark.slow
 def test_bad_hosts_file_lines_one_per_line_and_help_shows_user(tmp_path: Path) -> None:
     path = tmp_path / "h.txt"
     path.write_text("ok.example\nnot a host\nx:0\n# fine\n[::1\n")

@@ -54,6 +54,7 @@ CONTENTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("addr", [TCSH_ADDR, SH_ADDR])
 @pytest.mark.parametrize("after", CONTENTS, ids=lambda b: f"{len(b)}B")
 def test_safe_write_over_ssh_is_byte_exact(shell_fleet: LoopbackFleet, tmp_path: Path, addr: str, after: bytes) -> None:
@@ -74,6 +75,7 @@ def test_safe_write_over_ssh_is_byte_exact(shell_fleet: LoopbackFleet, tmp_path:
         host.close()
 
 
+@pytest.mark.slow
 def test_every_exec_is_the_one_line(shell_fleet: LoopbackFleet, tmp_path: Path) -> None:
     """What sshd handed the login shell: always `/bin/sh -s`, writes included (no script, no quote)."""
     (tmp_path / "boot").mkdir()

@@ -86,6 +86,7 @@ def high_fds() -> Iterator[int]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.mark.slow
 def test_a_proxy_command_works_with_descriptors_above_fd_setsize(
     loopback_fleet: FleetEnv, tmp_path: Path, high_fds: int
 ) -> None:
@@ -147,6 +148,7 @@ def test_the_proxy_command_runs_under_shell_like_ssh(tmp_path: Path, monkeypatch
 # ---------------------------------------------------------------------------- what a proxy leaves behind
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leader", ["exits", "hangs-up"])
 def test_what_a_proxy_command_left_behind_is_killed(tmp_path: Path, leader: str) -> None:
     """The command exits (leaving a child in its process group that keeps the pipes open), or exits after
@@ -172,6 +174,7 @@ def test_what_a_proxy_command_left_behind_is_killed(tmp_path: Path, leader: str)
     assert wait_until(lambda: not alive(child), 30), f"the ProxyCommand's child {child} survived"
 
 
+@pytest.mark.slow
 def test_relay_left_by_a_proxy_command_is_killed_after_a_normal_run(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     """bash's `cat <&3 &` relay outlives the command (`exec cat >&3` ends when the input closes): after
     a successful audit nothing of the ProxyCommand's session is left."""

@@ -73,6 +73,7 @@ EXPECTED = {  # alias: (hostname, port, user, hostkeyalias, connecttimeout)
 }
 
 
+@pytest.mark.slow
 def test_include_nested_globs_and_conditional_blocks(home: Path) -> None:
     from bsdcrypt.ssh import SSHContext
 
@@ -92,6 +93,7 @@ def _ssh_g(config: Path, alias: str, home: Path) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ssh") is None or shutil.which("unshare") is None or os.geteuid() != 0,
                     reason="needs the OpenSSH client and root for `unshare -n` (no name may be resolved)")
 def test_include_reads_like_openssh(home: Path) -> None:
@@ -181,6 +183,7 @@ def test_a_proxy_command_that_exits_is_a_proxy_row_at_once(tmp_path: Path) -> No
     assert elapsed < 150, elapsed  # at once, not after the 300 s timeout (the margin is for a loaded machine)
 
 
+@pytest.mark.slow
 def test_bin_false_as_proxy_command_is_always_the_same_row(tmp_path: Path) -> None:
     for _ in range(3):  # it used to race: a broken pipe (proxy row) or an EOF loop (timeout row)
         kind, error, _, _ = _proxy_run(tmp_path, "/bin/false")
@@ -197,6 +200,7 @@ def test_a_proxy_commands_stderr_is_quoted_bounded(tmp_path: Path) -> None:
     assert len(error) < 600
 
 
+@pytest.mark.slow
 def test_a_hanging_proxy_command_times_out_without_spinning(tmp_path: Path) -> None:
     kind, error, elapsed, cpu = _proxy_run(tmp_path, "sh -c 'echo dialing %h >&2; exec sleep 60'", timeout=2)
     assert kind == "timeout", error

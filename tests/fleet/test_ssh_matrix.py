@@ -137,12 +137,14 @@ def _port(server: Server) -> str:
     return f"Host {ADDR}\n    Port {server.port}\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS)
 def test_plain_ed25519(server: Server, tmp_path: Path, path: str) -> None:
     cfg = server.config(tmp_path, server.kh_line(server.host_pub), _port(server))
     assert _echo(_host(path, cfg)) == b"matrix-ok\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("alg", ["rsa-sha2-256", "rsa-sha2-512"])
 def test_rsa_with_each_sha2_signature(server: Server, tmp_path: Path, path: str, alg: str) -> None:

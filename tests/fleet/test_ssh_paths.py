@@ -34,6 +34,7 @@ def _audit(env: FleetEnv, tmp_path: Path, ssh: str, *extra: str) -> dict[str, An
     return by_target(json.loads(out.read_text()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ssh", ["paramiko", "openssh"])
 def test_both_paths_give_the_same_rows(loopback_fleet: FleetEnv, tmp_path: Path, ssh: str) -> None:
     env = loopback_fleet
@@ -52,6 +53,7 @@ def test_both_paths_give_the_same_rows(loopback_fleet: FleetEnv, tmp_path: Path,
     assert silent["error_kind"] == "no-ssh" and "banner" in silent["error"], silent
 
 
+@pytest.mark.slow
 def test_the_healthy_rows_of_both_paths_are_identical(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     env = loopback_fleet
     a, b = _audit(env, tmp_path, "paramiko"), _audit(env, tmp_path, "openssh")
@@ -93,6 +95,7 @@ def test_a_certificate_file_in_the_config_is_refused_not_ignored(loopback_fleet:
     assert "--ssh openssh" in (r.error or "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ssh", ["paramiko", "openssh"])
 def test_a_fifo_config_is_one_line_not_a_hang(tmp_path: Path, ssh: str) -> None:
     fifo = tmp_path / "fifo"
@@ -118,6 +121,7 @@ def test_a_fifo_known_hosts_is_a_row_naming_it(tmp_path: Path) -> None:
     assert r.error_kind == "config" and f"{fifo}: it is a FIFO" in (r.error or ""), r.error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ssh", ["paramiko", "openssh"])
 def test_status_on_a_silent_host_ends_at_the_connect_timeout(
     loopback_fleet: FleetEnv, tmp_path: Path, ssh: str

@@ -129,6 +129,7 @@ def test_groups_ignore_errors_and_an_unlisted_group_is_absent() -> None:
     assert parse_groups("ifconfig: garbage here\n== wg\nifconfig: no such group\n") == {"wg": []}
 
 
+@pytest.mark.slow
 @given(st.text(max_size=400))
 def test_the_parsers_never_raise(text: str) -> None:
     parse_zfs_get(text)

@@ -203,6 +203,7 @@ def test_empty_is_default() -> None:
     assert parse_dmesg("") == DmesgBoot()
 
 
+@pytest.mark.slow
 @given(st.text())
 def test_never_raises_text(text: str) -> None:
     parse_dmesg(text)
