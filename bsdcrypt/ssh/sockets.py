@@ -22,6 +22,7 @@ import subprocess
 import threading
 
 _STDERR_KEEP = 8192  # bytes of a ProxyCommand's stderr kept (the end of it)
+IDLE_POLL = 1.0  # seconds: the shortest wait a read on a BudgetSocket makes before it times out
 _HEARD_KEEP = 256  # bytes of what the peer sent first, kept for the error rows
 _TERM_WAIT = 0.5  # after SIGTERM to its process group: how long the command has before SIGKILL
 
@@ -60,6 +61,12 @@ class BudgetSocket(socket.socket):
             self.exceeded = True
             raise TooMuch(self.budget)
         return data
+
+    def settimeout(self, value: float | None) -> None:
+        """At least IDLE_POLL: paramiko's reader thread polls a quiet connection every 0.1 s to see if it
+        should stop, ~10 wake-ups a second per host in flight, for nothing here (every close and abort
+        shuts the socket down, which ends the wait at once; deadlines are bsdcrypt's own)."""
+        super().settimeout(None if value is None else max(value, IDLE_POLL))
 
     def stop(self) -> None:
         """From any thread: end every wait on this socket at once (EOF for paramiko's reader)."""
