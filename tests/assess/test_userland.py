@@ -13,7 +13,7 @@ from bsdcrypt.probe import Evidence, Step
 from bsdcrypt.recording import load
 from bsdcrypt.render.status import nagios, table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OV = ROOT / "fixtures" / "parsers" / "openssl_version"
 
 
