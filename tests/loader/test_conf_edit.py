@@ -25,7 +25,7 @@ from bsdcrypt.loader.conf import (
 )
 from bsdcrypt.parsers.loaderconf import assignments, parse
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "loaderconf"
 CONF = "/boot/loader.conf"
 LOCAL = "/boot/loader.conf.local"
 

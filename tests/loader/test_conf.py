@@ -14,7 +14,7 @@ from bsdcrypt.loader.conf import all_assignments, effective, files_from_evidence
 from bsdcrypt.parsers.loaderconf import assignments, classify, malformed, parse
 from bsdcrypt.probe import Evidence, Step
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "loaderconf"
 
 
 def fixture(name: str) -> bytes:

@@ -27,7 +27,7 @@ from bsdcrypt.recording import load
 CONF = "/boot/loader.conf"
 LOCAL = "/boot/loader.conf.local"
 D = "/boot/loader.conf.d"
-HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
 
 
 def loads(files: list[tuple[str, bytes]], major: int | None = 14) -> bool | None:
