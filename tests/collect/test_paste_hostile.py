@@ -15,7 +15,7 @@ from bsdcrypt.assess.findings import findings
 from bsdcrypt.collect.paste import evidence_from_paste
 from bsdcrypt.status import Status
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _body(path: Path) -> str:

@@ -35,7 +35,7 @@ from bsdcrypt.pipeline import status_of
 from bsdcrypt.probe import render
 from bsdcrypt.recording import load
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SSHD = "/usr/sbin/sshd"
 ADDR = "127.0.0.1"
 CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]

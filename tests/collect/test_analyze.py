@@ -1,6 +1,6 @@
 """`bsdcrypt probe-script` and `bsdcrypt analyze` without an engine: raw outputs (also via a pty),
 tokens, cut-off and garbage inputs, Ansible json-callback documents of every result shape, and
-the CLI. Real Ansible over a real sshd is in test_analyze_ansible.py."""
+the CLI. Real Ansible over a real sshd is in collect/test_analyze_ansible.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from bsdcrypt.pipeline import status_of
 from bsdcrypt.probe import render
 from bsdcrypt.recording import load
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOSTS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
 CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
 KEYS = ("os", "cpu", "driver", "other_drivers", "persist", "geli", "findings", "root", "verdict")

@@ -11,7 +11,7 @@ from bsdcrypt.assess import assess
 from bsdcrypt.collect.paste import evidence_from_paste, split
 from bsdcrypt.probe import StepName
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "parsers"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "parsers"
 
 
 def body(fixture: str) -> str:

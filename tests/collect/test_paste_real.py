@@ -14,7 +14,7 @@ import pytest
 from bsdcrypt.collect.analyze import collect_file, to_status
 from bsdcrypt.status import Status
 
-PASTES = Path(__file__).resolve().parent.parent / "fixtures" / "pastes"
+PASTES = Path(__file__).resolve().parents[2] / "fixtures" / "pastes"
 
 # fixture -> expected report fields; keys: release, arch, ident, aesni (CPU), sha, vm, hv, driver, state,
 # attached, compiled_in, at_boot, persisted, geli {name: crypto}, others {driver: state}, findings (ids

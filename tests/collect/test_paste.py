@@ -13,7 +13,7 @@ import pytest
 from bsdcrypt.assess import assess
 from bsdcrypt.collect.paste import evidence_from_paste, split
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _body(path: Path) -> str:
