@@ -141,6 +141,14 @@ def test_machine_formats_and_files_are_never_wrapped(tmp_path: Path) -> None:
     out = tmp_path / "report.txt"
     on_terminal("status", "--host", f"replay:{name}", "-o", str(out))
     assert out.read_text() == piped("status", "--host", f"replay:{name}").stdout
+    # the fleet table written with -o keeps every column, on a terminal too (the summary's timing aside)
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("".join(f"replay:{n}\n" for n in NAMES))
+    table = tmp_path / "fleet.txt"
+    on_terminal("fleet-audit", "-q", str(hosts), "-o", str(table))
+    whole = piped("fleet-audit", "-q", str(hosts)).stdout
+    assert "OS / release" in table.read_text() and "GELI on software" in table.read_text()
+    assert table.read_text().splitlines()[:-1] == whole.splitlines()[:-1]
 
 
 @pytest.mark.slow
