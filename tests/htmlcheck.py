@@ -116,7 +116,7 @@ class Browser:
     def requests(self) -> list[str]:
         """Every URL requested since the last call, but the browser's own pages (chrome://, about:,
         and the data: images its start page loads; none touches a network). That the report itself
-        has no data: URL is checked on its text (test_render_html)."""
+        has no data: URL is checked on its text (tests/render/test_html.py)."""
         urls = []
         for entry in self.driver.get_log("performance"):
             msg = json.loads(entry["message"])["message"]

@@ -138,7 +138,7 @@ def test_userland_alone_needs_no_root_no_fio_and_touches_no_device(
 
 def test_prometheus_textfile(host: ScriptedHost, tmp_path: Path) -> None:
     from prometheus_client.parser import text_string_to_metric_families
-    from test_prometheus import strict_check
+    from render.test_prometheus import strict_check
 
     out = tmp_path / "bsdcrypt_bench.prom"
     res = runner.invoke(app, ["bench", "--no-save", "--format", "prometheus", "-o", str(out)])
@@ -305,7 +305,7 @@ def test_userland_html_charts_each_cipher_as_is_and_masked(
 ) -> None:
     """`bench --userland -f html`: one page with a bar per cipher as OpenSSL runs it and with AES-NI
     masked, the ratio, the advice; `--cleanup -f html` is refused in one line."""
-    from test_render_html import Page
+    from render.test_html import Page
 
     from bsdcrypt.hostapi import RunResult
 

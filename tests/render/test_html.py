@@ -1,5 +1,5 @@
 """`--format html` without a browser: structure, escaping, the CSP and its hashes, the CLI paths.
-The browser tests (tests/test_html_browser.py) open the same pages in headless Chromium."""
+The browser tests (tests/render/test_html_browser.py) open the same pages in headless Chromium."""
 
 from __future__ import annotations
 

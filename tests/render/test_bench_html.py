@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from bench_host import ScriptedHost
 from test_enable_bench import FreeBSDHost
-from test_render_html import Page
 from typer.testing import CliRunner
 
 from bsdcrypt.bench.model import BenchParams, BenchResult, HostFacts, Measurement, Sample
 from bsdcrypt.bench.records import load, result_from_record
 from bsdcrypt.render.bars import bar, chart
+from render.test_html import Page
 
 MIB = 1024 * 1024
 runner = CliRunner()

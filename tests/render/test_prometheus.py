@@ -23,7 +23,7 @@ from bsdcrypt.text import visible
 
 parser = pytest.importorskip("prometheus_client.parser")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOSTS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
 CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
 

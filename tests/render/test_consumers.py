@@ -19,7 +19,7 @@ from bsdcrypt.render import html
 from bsdcrypt.render.status import render
 from bsdcrypt.status import Status
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ROOT / "fixtures" / "hosts"
 FIX = ROOT / "fixtures" / "parsers"
 

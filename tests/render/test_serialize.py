@@ -19,7 +19,7 @@ from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.render.serialize import to_json, yesno
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOSTS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
 
 _json = st.recursive(

@@ -11,7 +11,7 @@ import pytest
 from bsdcrypt.recording import description, shipped
 from bsdcrypt.render.recordings import listing
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
 
 

@@ -23,13 +23,13 @@ from htmlcheck import (
     require_browser,
     visible_rows,
 )
-from test_render_html import results_from
 
 from bsdcrypt import fleet
 from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.render import fleet as fleet_render
 from bsdcrypt.render import html
 from bsdcrypt.render.html import visible
+from render.test_html import results_from
 
 
 @pytest.fixture(scope="module")
@@ -189,10 +189,9 @@ def test_status_page_for_one_host(browser: Browser, tmp_path: Path) -> None:
 
 
 def test_bench_comparison_page(browser: Browser, tmp_path: Path) -> None:
-    from test_bench_html import published_pair
-
     from bsdcrypt.bench.records import label, load
     from bsdcrypt.render.html import BenchRun, bench_page
+    from render.test_bench_html import published_pair
 
     runs = [BenchRun(f"{n}: {label(load(p))}", load(p), key=str(n)) for n, p in enumerate(published_pair(tmp_path), 1)]
     path = tmp_path / "compare.html"
@@ -279,7 +278,7 @@ def test_values_at_the_field_caps_stay_inside_the_page(browser: Browser, tmp_pat
 def capped_results() -> list[fleet.HostResult]:
     """Two real recordings with host text made ten times the cap: a name with no break opportunity,
     a CPU model, a finding's message and remedy."""
-    from test_render_html import results_from
+    from render.test_html import results_from
 
     results = results_from([FIXTURES / "freebsd-12.2-bhyve-geli-software-aesni-kldloaded.yaml",
                             FIXTURES / "freebsd-13.0-hyperv-builtin.yaml"])[:2]
@@ -326,7 +325,7 @@ def test_many_rows_sort_and_filter_across_bodies(browser: Browser, tmp_path: Pat
     """250 hosts: the rows are in <tbody>s of ROWS_PER_BODY; sorting orders them across the bodies,
     filtering moves the rows shown to the first bodies and hides the empty ones, clearing restores
     every row; a row scrolled to far down is laid out and painted."""
-    from test_render_html import results_from
+    from render.test_html import results_from
 
     base = results_from(sorted(FIXTURES.glob("*.yaml")))
     results = []

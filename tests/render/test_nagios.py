@@ -24,7 +24,7 @@ from bsdcrypt.pipeline import status_of
 from bsdcrypt.render.status import nagios
 from bsdcrypt.status import Finding, GeliInfo, Status
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOSTS = sorted((ROOT / "fixtures" / "hosts").glob("*.yaml"))
 STATES = {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
 
