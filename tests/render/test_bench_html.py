@@ -164,7 +164,7 @@ def test_bench_format_html_with_repeat_has_whiskers(scripted: ScriptedHost, tmp_
 
 
 def test_cleanup_refuses_html(scripted: ScriptedHost) -> None:
-    """--cleanup only says what it removed: no page (bench --userland -f html: tests/test_bench_cli.py)."""
+    """--cleanup only says what it removed: no page (bench --userland -f html: tests/cli/test_bench.py)."""
     res = runner.invoke(_app(), ["bench", "--cleanup", "-f", "html"])  # type: ignore[arg-type]
     assert res.exit_code == 3 and "no HTML report" in res.stderr
     assert scripted.commands == []  # refused before anything ran

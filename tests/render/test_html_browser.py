@@ -295,7 +295,7 @@ def capped_results() -> list[fleet.HostResult]:
 def test_userland_page(browser: Browser, tmp_path: Path) -> None:
     """`bench --userland -f html` from real `openssl speed` captures: bars drawn (masked AES-GCM
     shorter than as is), no console message, no request."""
-    from test_bench_cli import _openssl_output
+    from cli.test_bench import _openssl_output
 
     from bsdcrypt.bench.model import HostFacts
     from bsdcrypt.bench.openssl import userland

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from conftest import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 run = run_cli

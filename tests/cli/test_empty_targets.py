@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from bsdcrypt.cli import app, register_commands
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REC = "freebsd-12.2-bhyve-not-loaded-overridden"
 register_commands(["bsdcrypt"])
 runner = CliRunner()

@@ -88,7 +88,7 @@ def _happy() -> list[str]:
     return h.commands
 
 
-OPENSSL = Path(__file__).resolve().parent.parent / "fixtures" / "openssl"
+OPENSSL = Path(__file__).resolve().parents[2] / "fixtures" / "openssl"
 
 
 def _openssl_output(command: str) -> bytes:

@@ -1,6 +1,6 @@
 """Shell completion in a real interactive bash (in a pty): what readline puts on the command line.
 
-The env-var protocol tests (tests/test_cli_env.py) check the values; this checks what bash does
+The env-var protocol tests (tests/cli/test_app.py) check the values; this checks what bash does
 with them: `replay:` splits words at the colon (COMP_WORDBREAKS), a directory takes no space.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
+from bsdcrypt.cli.app import reflow
 from bsdcrypt.errors import HostError
 from bsdcrypt.hostapi import RunResult
 from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.hosts.verbose import VerboseHost, probe_commands
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
 REC = "freebsd-13.0-hyperv-builtin"
 ANSI = re.compile(rb"\x1b\[")
@@ -244,3 +245,13 @@ def test_bash_script_keeps_going_after_replay_colon_and_directories() -> None:
                        capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0
     assert "_BSDCRYPT_COMPLETE=complete_bash" in r.stdout and "compopt -o nospace" in r.stdout
+
+
+def test_help_paragraphs_are_one_line_each() -> None:
+    doc = """Load the driver now.
+
+    Explains every no-op (compiled in,
+    no AES-NI). Exit status: 0 done or
+        nothing to do.
+    """
+    assert reflow(doc) == "Load the driver now.\n\nExplains every no-op (compiled in, no AES-NI). Exit status: 0 done or nothing to do."

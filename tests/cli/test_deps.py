@@ -15,7 +15,7 @@ import pytest
 
 from bsdcrypt.cli.deps import KNOWN, missing_line, package
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PREFIX = f"py{sys.version_info.major}{sys.version_info.minor}-"
 
 

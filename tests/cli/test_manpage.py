@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MAN = ROOT / "docs" / "bsdcrypt.8"
 OPTION = re.compile(r"(?<![\w-])--?[a-zA-Z][\w-]*")
 

@@ -21,7 +21,7 @@ import pytest
 
 from bsdcrypt.recording import shipped_names
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAMES = shipped_names()
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
