@@ -13,6 +13,7 @@ from bsdcrypt.parsers import ia32cap
 from bsdcrypt.parsers.openssl_version import parse_version
 from bsdcrypt.probe import OPENSSL_PROGRAMS, Evidence, StepName, openssl_step
 from bsdcrypt.status import CPUInfo, CryptoLibInfo, Finding, OverrideInfo, ServiceLinkInfo, Status, UserlandInfo
+from bsdcrypt.text import visible
 
 X86 = frozenset({"amd64", "i386", "x86_64", "i686", "i586", "i486"})
 GLOBAL_FILES = ("/etc/login.conf", "/etc/environment", "/etc/profile")
@@ -83,11 +84,6 @@ def services(ev: Evidence) -> list[ServiceLinkInfo] | None:
     return out
 
 
-def _safe(text: str) -> str:
-    """A file name as read from the host, with control characters shown as '?'."""
-    return "".join(c if c.isprintable() else "?" for c in text)
-
-
 def _scope(path: str, text: str) -> tuple[str, str | None]:
     m = re.match(_DROPIN, path)
     if m:
@@ -111,7 +107,7 @@ def overrides(ev: Evidence, detected: tuple[int, ...] | None, lib: ia32cap.Libra
         parts = raw.split(":", 2)
         if len(parts) < 3 or not parts[1].isdigit():
             continue
-        path, line, content = _safe(parts[0]), int(parts[1]), parts[2]
+        path, line, content = visible(parts[0], None), int(parts[1]), parts[2]
         if content.lstrip().startswith("#"):
             continue  # a comment: rc.conf, drop-ins, profile and login.conf alike ignore it
         scope, service = _scope(path, content)
