@@ -1,6 +1,6 @@
 """The consumers in every report (issue 27): the status table's Consumers row, JSON, the fleet's
 "AES in software" column (text, CSV, HTML) and the HTML details. Real recordings given the consumer
-steps' outputs (fixtures/parsers: real published setkey and zfs outputs), as test_new_probe_steps does."""
+steps' outputs (fixtures/parsers: real published setkey and zfs outputs), as tests/assess/test_smbios_modules_appliance.py does."""
 
 from __future__ import annotations
 

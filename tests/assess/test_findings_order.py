@@ -18,7 +18,7 @@ from bsdcrypt.recording import shipped_names
 from bsdcrypt.render.status import render
 from bsdcrypt.status import SEVERITY_RANK, Finding, Status, by_severity
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PASTES = sorted((ROOT / "fixtures" / "pastes").glob("*.txt"))
 
 

@@ -12,7 +12,7 @@ from bsdcrypt.assess.consumers import cipher_verdict, consumers, findings, in_us
 from bsdcrypt.probe import Evidence, Step, StepName
 from bsdcrypt.status import CPUInfo, DriverInfo, GeliInfo, OSInfo, Status
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "parsers"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "parsers"
 AESNI_13 = ["AES-CBC", "AES-CCM", "AES-GCM", "AES-ICM", "AES-XTS"]
 
 

@@ -15,7 +15,7 @@ from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.parsers.kenv import parse_kenv, smbios_hypervisor
 from bsdcrypt.probe import Evidence, Step
 
-HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
 
 
 def _with(name: str, **steps: Step) -> Evidence:

@@ -19,7 +19,7 @@ from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.probe import Evidence
 from bsdcrypt.status import Status
 
-HOSTS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "hosts").glob("*.yaml"))
+HOSTS = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "hosts").glob("*.yaml"))
 UNKNOWN = (None, "unknown")
 
 

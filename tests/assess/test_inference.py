@@ -9,7 +9,7 @@ from bsdcrypt.assess import assess
 from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.probe import Evidence, File, Step, file_step
 
-HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
 ARM64 = "freebsd-14.0-current-arm64-rk3399-armv8crypto-builtin"  # a real RK3399 board: bare metal
 
 

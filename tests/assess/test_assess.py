@@ -12,7 +12,7 @@ from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.pipeline import status_of
 from bsdcrypt.probe import Evidence, Step
 
-HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
 
 # recording: (variant, driver state, attached, persisted, verdict, finding ids)
 EXPECTED = {
@@ -111,7 +111,7 @@ def test_garbage_evidence_is_unknown_never_an_exception(steps: dict[str, Step]) 
     assert s.findings
 
 
-LOADERCONF = Path(__file__).resolve().parent.parent / "fixtures" / "loaderconf"
+LOADERCONF = Path(__file__).resolve().parents[2] / "fixtures" / "loaderconf"
 
 
 def _real_loader_conf(name: str) -> bytes:
@@ -144,7 +144,7 @@ def test_loaded_and_persisted_is_ok(conf_path: str, conf: str) -> None:
 def _geli_list_with_auth(auth: str | None) -> bytes:
     """The source-derived 14.x `geli list` (md0.eli accelerated, ada1p1.eli on software), with an
     AuthenticationAlgorithm line where libgeom prints it (after KeyLength) when `auth` is given."""
-    text = (Path(__file__).resolve().parent.parent / "fixtures/parsers/geli/derived-14-geli-list-onetime-and-disk.txt").read_text()
+    text = (Path(__file__).resolve().parents[2] / "fixtures/parsers/geli/derived-14-geli-list-onetime-and-disk.txt").read_text()
     text = text.split("# ---\n", 1)[1]
     if auth:
         text = text.replace("KeyLength: 256\n", f"KeyLength: 256\nAuthenticationAlgorithm: {auth}\n", 1)
