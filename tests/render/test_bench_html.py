@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from bench_host import ScriptedHost
-from test_enable_bench import FreeBSDHost
+from enable.test_bench import FreeBSDHost
 from typer.testing import CliRunner
 
 from bsdcrypt.bench.model import BenchParams, BenchResult, HostFacts, Measurement, Sample

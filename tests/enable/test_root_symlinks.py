@@ -21,7 +21,7 @@ from bsdcrypt.errors import ActError
 from bsdcrypt.hosts.local import LocalHost
 from bsdcrypt.loader.conf import set_yes
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ORIGINAL = b'zfs_load="YES"\n'
 DECOY = b'decoy_load="YES" # the host\'s own file: never read, never written\n'
 

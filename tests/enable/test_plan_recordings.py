@@ -20,7 +20,7 @@ from bsdcrypt.enable.plan import Note, Plan, PlanInput, Refuse, RunCommand, Writ
 from bsdcrypt.loader.conf import files_from_evidence, read_by_loader
 from bsdcrypt.recording import load
 
-HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
 
 # Why, in expert terms:
 # * 10.x-12.x with the module merely kldloaded (or not loaded): load it if needed, verify the device,

@@ -19,7 +19,7 @@ from bsdcrypt.hostapi import RunResult
 from bsdcrypt.probe import PROBE_MAGIC, Step, render
 from bsdcrypt.recording import load
 
-HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
 
 
 def _evidence(name: str) -> object:
