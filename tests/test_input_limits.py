@@ -162,6 +162,7 @@ def test_names_longer_than_dns_allows_are_not_names(name: str) -> None:
 # ---------------------------------------------------------------------------- Ctrl-C while starting
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_importing_typer_is_one_line_and_130(tmp_path: Path) -> None:
     """A stand-in `typer` first on the path tells the test the import has begun and waits there: the
     SIGINT arrives during the import, on an event, not on a guess of how long imports take."""

@@ -132,6 +132,7 @@ def _assessed(ev: Evidence, host: str) -> dict[str, object]:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)
 def test_redaction_keeps_the_assessment_whatever_the_host_is_called(path: Path) -> None:
     original = load(path)[1]
@@ -204,6 +205,7 @@ def _record(*args: str) -> subprocess.CompletedProcess[str]:
     return run_cli("record", "-o", "-", *args)
 
 
+@pytest.mark.slow
 def test_recording_a_replay_keeps_its_provenance() -> None:
     path = HOSTS / "freebsd-13.0-hyperv-builtin.yaml"
     original_text = path.read_text()

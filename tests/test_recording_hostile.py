@@ -40,6 +40,7 @@ def test_the_alias_bomb_is_small_and_refused_before_it_is_expanded() -> None:
         load_text(text, "x.yaml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["status", "analyze", "fleet-audit"])
 def test_the_alias_bomb_is_one_line_or_one_row_everywhere(tmp_path: Path, command: str) -> None:
     rec = tmp_path / "bomb.yaml"

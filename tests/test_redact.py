@@ -195,6 +195,7 @@ def test_masking_any_loader_file_keeps_its_lines_and_is_idempotent(lines: list[b
     assert mask_loader_file(out, kept_variables([out])) == out
 
 
+@pytest.mark.slow
 def test_a_replayed_recordings_header_and_source_are_masked_too(tmp_path: Path) -> None:
     from bsdcrypt.recording import dump
 

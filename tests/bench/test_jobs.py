@@ -91,6 +91,7 @@ def test_cleanup_on_a_system_without_md_is_one_clear_line(host: ScriptedHost, mo
     assert set(host.commands) == {"uname -s; command -v mdconfig"}  # nothing else ran
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mdconfig") is not None, reason="this machine has md(4)")
 def test_cleanup_here_on_linux_is_one_line(cli: Cli) -> None:
     """End to end on this (Linux) machine: the first command finds no mdconfig and nothing else runs."""
@@ -178,6 +179,7 @@ def test_userland_off_a_terminal_prints_no_progress_and_the_warnings_go_into_jso
     assert record["warnings"] == doc["warnings"] and record["rounds"] == 3
 
 
+@pytest.mark.slow
 def test_bench_group_help_lists_the_jobs(cli: Cli) -> None:
     r = cli("bench", "--help", env={"NO_COLOR": "1", "COLUMNS": "120"})
     assert r.returncode == 0, r.stderr
@@ -185,6 +187,7 @@ def test_bench_group_help_lists_the_jobs(cli: Cli) -> None:
     assert jobs == ["geli", "userland", "cleanup", "compare"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "words, offered",
     [

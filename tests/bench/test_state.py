@@ -139,6 +139,7 @@ def test_leftovers_of_a_bench_run_from_another_machine_are_left_alone() -> None:
     assert "md1" in host.md
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["this machine", "another machine"])
 @pytest.mark.parametrize("when", ["before the create", "after the create"])
 def test_a_cleanup_between_recording_and_creating_never_takes_the_running_benchs_md(

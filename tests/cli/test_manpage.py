@@ -138,6 +138,7 @@ def test_help_parsing_sees_what_the_cli_defines() -> None:
         assert help_options(*name.split()) == defined - {"--help"}, name
 
 
+@pytest.mark.slow
 def test_every_command_and_option_of_help_is_in_the_man_page() -> None:
     syn = synopsis()
     assert set(syn) == set(help_commands())

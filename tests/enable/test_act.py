@@ -34,6 +34,7 @@ def test_posix_cksum_matches_cksum(data: bytes) -> None:
     assert out == posix_cksum(data)
 
 
+@pytest.mark.slow
 def test_enable_then_disable_on_disk(root: Path) -> None:
     conf = root / "boot" / "loader.conf"
     original = b'zfs_load="YES"\r\naesni_load="NO"\r\n'
@@ -370,6 +371,7 @@ class SabotageHost(LocalHost):
         return res
 
 
+@pytest.mark.slow
 def test_a_failure_in_the_middle_of_several_files_undoes_the_earlier_ones(root: Path) -> None:
     d = root / "boot" / "loader.conf.d"
     write(d / "x.conf", b'aesni_load="no"\r\n', 0o640)

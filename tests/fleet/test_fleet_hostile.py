@@ -363,6 +363,7 @@ def test_a_host_answering_16_mb_is_cut_at_the_probe_cap(
     assert "garbage: the host printed more than 1 MiB" in rows
 
 
+@pytest.mark.slow
 def test_a_large_real_probe_answer_is_audited_like_its_recording(flood_fleet: tuple[LoopbackFleet, Path]) -> None:
     """Below the cap nothing changes: a ~900 KB answer (a real recording with dmesg.boot padded) gives the
     same status over SSH as the recording replayed."""

@@ -117,6 +117,7 @@ def test_every_healthy_host_matches_status_on_its_recording(
         assert row["schema"] == 1 and row["verdict"] in ("ok", "warning", "critical", "unknown")
 
 
+@pytest.mark.slow
 def test_every_faulty_host_is_a_row_with_its_reason(
     full_run: dict[str, Any], loopback_fleet: FleetEnv
 ) -> None:

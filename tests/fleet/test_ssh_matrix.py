@@ -153,6 +153,7 @@ def test_rsa_with_each_sha2_signature(server: Server, tmp_path: Path, path: str,
     assert _echo(_host(path, cfg)) == b"matrix-ok\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS)
 def test_a_user_certificate_beside_the_key(server: Server, tmp_path: Path, path: str) -> None:
     """The key is in no authorized_keys: only its certificate (cert_only-cert.pub, signed by the CA the

@@ -141,6 +141,7 @@ def test_status_on_a_silent_host_ends_at_the_connect_timeout(
     assert elapsed < 100, elapsed
 
 
+@pytest.mark.slow
 def test_a_slow_banner_is_noted_while_waiting(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
     """While a host has not sent its banner, the note callback (a line on a terminal for --host) is told
     once, naming the host, before the connect deadline ends the wait with a no-ssh error."""

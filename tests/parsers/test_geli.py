@@ -65,6 +65,7 @@ def test_garbage(text: str) -> None:
     assert parse_geli_list(text) == []
 
 
+@pytest.mark.slow
 @given(st.text())
 def test_never_raises(text: str) -> None:
     for p in parse_geli_list(text):

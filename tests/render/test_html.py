@@ -211,6 +211,7 @@ def test_visible_spells_controls_and_bidi_but_keeps_text() -> None:
     assert long.startswith("x" * 1024 + "…[76 more characters]\n") and long.endswith("\nshort")
 
 
+@pytest.mark.slow
 def test_release_labels() -> None:
     labels = {p.stem: html.release_label(status_of(ReplayHost.from_file(p))) for p in FIXTURES.glob("*.yaml")}
     assert labels["freebsd-12.2-bhyve-not-loaded-overridden"] == "FreeBSD 12.2-RELEASE"
@@ -225,6 +226,7 @@ def test_release_labels() -> None:
 
 
 
+@pytest.mark.slow
 def test_status_html_for_one_host(tmp_path: Path) -> None:
     out = tmp_path / "status.html"
     proc = run_cli("status", "--host", "replay:freebsd-12.2-bhyve-geli-software-aesni-kldloaded", "-f", "html",
