@@ -270,8 +270,11 @@ def run(args: argparse.Namespace) -> None:
         out: dict[str, tuple[list[str], Path]] = {}
         if "bsdcrypt" in wanted:
             out["bsdcrypt"] = ([sys.executable, *fleet_audit], REPO)
-        if "openssh" in wanted:  # the same run over the system ssh (children's CPU counted: wait4)
-            out["bsdcrypt openssh"] = ([sys.executable, *fleet_audit, "--ssh", "openssh"], REPO)
+        if "openssh" in wanted:  # the same run over the system ssh (children's CPU counted: wait4); SELF_CPU
+            # on stderr at exit is bsdcrypt's own process alone (getrusage(RUSAGE_SELF), no ssh children)
+            own = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write('SELF_CPU %f\\n' % "
+                   "sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))); from bsdcrypt.cli import main; main()")
+            out["bsdcrypt openssh"] = ([sys.executable, "-c", own, *fleet_audit[2:], "--ssh", "openssh"], REPO)
         if "ssh" in wanted:  # the system ssh alone with the same probe: what the openssh run costs in ssh
             out["ssh buffered"] = ([sys.executable, str(REPO / "benchmarks" / "fleet_baseline_openssh.py"),
                                     str(hosts), str(fleet.ssh_config), str(args.parallel)], REPO)
@@ -335,6 +338,8 @@ def run(args: argparse.Namespace) -> None:
                         "peak_rss_mb": round(m["rss_mb"], 1),
                         "segments_per_host": round(m["segments"] / n, 1),
                         "one_conn_one_exec_each": one_each, "failed": failed, "problem": problem,
+                        **({"own_cpu_ms_per_host": round(1000 * (float(own.group(1)) - startup[name]) / n, 2)}
+                           if (own := re.search(r"SELF_CPU ([0-9.]+)", m["err"])) else {}),
                     }
                     results.append(row)
                     print(json.dumps(row), flush=True)
