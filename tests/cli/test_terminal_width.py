@@ -18,6 +18,7 @@ import termios
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from bsdcrypt.recording import shipped_names
 
@@ -58,10 +59,7 @@ def on_terminal(*args: str, columns: int = 80, **env: str) -> tuple[int, list[st
 
 
 def piped(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT, env=_env(**env),
-        timeout=300, check=False,
-    )
+    return run_cli(*args, env=env, unset=("COLUMNS", "LINES", "BSDCRYPT_HOST"), timeout=300)
 
 
 def _too_wide(lines: list[str], columns: int = 80) -> list[str]:

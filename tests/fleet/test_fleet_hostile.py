@@ -10,12 +10,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,9 +37,7 @@ CONTROL = {chr(c) for c in range(32)} | {"\x7f"}
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "BSDCRYPT_SSH_CONFIG")}
-    return subprocess.run([sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=REPO,
-                          env=base | (env or {}), timeout=120)
+    return run_cli(*args, env=env, unset=("SSH_AUTH_SOCK", "BSDCRYPT_SSH_CONFIG"))
 
 
 # ---------------------------------------------------------------------------- ssh config values
