@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from bsdcrypt import fsutil
 from bsdcrypt.fsutil import EXIT_OUTPUT, OutputError, write_file
@@ -30,8 +29,7 @@ def test_a_fifo_nobody_reads_is_exit_74_and_one_line(tmp_path: Path, command: li
     hosts.write_text(f"{REPLAY}\n")
     rec = ROOT / "fixtures" / "hosts" / "freebsd-13.0-hyperv-builtin.yaml"
     args = [a.replace("{hosts}", str(hosts)).replace("{rec}", str(rec)) for a in command]
-    r = subprocess.run([sys.executable, "-m", "bsdcrypt", *args, "-o", str(fifo)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=300, check=False)  # a blocking open would hang here, not fail
+    r = run_cli(*args, "-o", str(fifo), timeout=300)  # a blocking open would hang here, not fail
     assert r.returncode == EXIT_OUTPUT, (r.returncode, r.stderr)
     assert r.stderr.count("\n") == 1 and f"cannot write the report to {fifo}: nothing is reading it" in r.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)

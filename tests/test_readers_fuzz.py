@@ -3,11 +3,10 @@ in a result or one BsdcryptError line, in bounded time, never another exception 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -76,8 +75,7 @@ def test_status_on_a_hostile_replay_path_is_one_line(tmp_path: Path, spec: str) 
     with open(big, "wb") as fh:
         fh.truncate(1 << 30)
     spec = spec.replace("{fifo}", str(fifo)).replace("{dir}", str(tmp_path)).replace("{big}", str(big))
-    r = subprocess.run([sys.executable, "-m", "bsdcrypt", "status", "-H", spec], capture_output=True, text=True,
-                       cwd=ROOT, timeout=300, check=False)
+    r = run_cli("status", "-H", spec, timeout=300)
     assert r.returncode == 3 and r.stdout == "" and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1, r.stderr
     assert any(w in r.stderr for w in ("not a regular file", "a folder", "larger than")), r.stderr

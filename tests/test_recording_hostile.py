@@ -5,11 +5,11 @@ fleet-audit). Property tests: random YAML and random bytes end in a recording or
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,8 +29,7 @@ def bomb(levels: int = 9, width: int = 10) -> str:
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bsdcrypt", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300, check=False)
+    return run_cli(*args, timeout=300)
 
 
 def test_the_alias_bomb_is_small_and_refused_before_it_is_expanded() -> None:

@@ -4,11 +4,10 @@ recording replays to the same status."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,8 +147,7 @@ def test_every_shipped_recording_redacts_to_the_same_reading_and_twice_is_once(p
 @pytest.mark.slow
 def test_record_redact_twice_gives_the_same_file(tmp_path: Path) -> None:
     def record(*args: str) -> str:
-        r = subprocess.run([sys.executable, "-m", "bsdcrypt", "record", "-o", "-", "--redact", *args],
-                           capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+        r = run_cli("record", "-o", "-", "--redact", *args, timeout=300)
         assert r.returncode == 0, r.stderr
         return r.stdout
 
@@ -163,8 +161,7 @@ def test_record_redact_twice_gives_the_same_file(tmp_path: Path) -> None:
     first.write_text(once)
     twice = record("--host", f"replay:{first}")
     assert load_text(twice, "t")[1].steps == load_text(once, "t")[1].steps
-    status = [subprocess.run([sys.executable, "-m", "bsdcrypt", "status", "-H", f"replay:{p}", "-f", "json"],
-                             capture_output=True, text=True, cwd=ROOT, timeout=300, check=False) for p in (src, first)]
+    status = [run_cli("status", "-H", f"replay:{p}", "-f", "json", timeout=300) for p in (src, first)]
     import json
 
     docs = [json.loads(s.stdout) for s in status]
@@ -201,8 +198,7 @@ def test_a_replayed_recordings_header_and_source_are_masked_too(tmp_path: Path) 
 
     src = tmp_path / "fw1.yaml"
     src.write_text(dump(_evidence(), "fw1-prod.corp.example", comment="ssh root@10.20.30.40 from fe80::1%em0"))
-    r = subprocess.run([sys.executable, "-m", "bsdcrypt", "record", "-o", "-", "--redact", "--host", f"replay:{src}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    r = run_cli("record", "-o", "-", "--redact", "--host", f"replay:{src}", timeout=300)
     assert r.returncode == 0, r.stderr
     assert "10.20.30.40" not in r.stdout and "fe80::1" not in r.stdout and "fw1-prod" not in r.stdout
     assert "ssh root@192.0.2.1 from 2001:db8::1" in r.stdout

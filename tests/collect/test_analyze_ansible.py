@@ -38,7 +38,6 @@ from bsdcrypt.recording import load
 ROOT = Path(__file__).resolve().parents[2]
 SSHD = "/usr/sbin/sshd"
 ADDR = "127.0.0.1"
-CLI = [sys.executable, "-c", "from bsdcrypt.cli import main; main()"]
 FREEBSD = [
     "freebsd-12.2-bhyve-geli-software-aesni-kldloaded",
     "freebsd-13.0-hyperv-builtin",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from bsdcrypt.assess import assess
 from bsdcrypt.assess.findings import findings
@@ -266,13 +267,8 @@ def test_a_paste_without_release_or_architecture_says_so_and_what_it_shows() -> 
 
 def test_a_new_user_learns_that_analyze_reads_a_pasted_dmesg_boot() -> None:
     # the README and `analyze --help` are where a user with a forum paste looks first
-    import os
-    import subprocess
-    import sys
 
     readme = (FIXTURES.parent / "README.md").read_text()
     assert "bsdcrypt analyze paste.txt" in readme and "dmesg.boot" in readme
-    env = {**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}
-    out = subprocess.run([sys.executable, "-m", "bsdcrypt", "analyze", "--help"], capture_output=True, text=True,
-                         env=env, timeout=120, check=True).stdout
+    out = run_cli("analyze", "--help", env={"COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}, check=True).stdout
     assert "pastes" in out and "dmesg.boot" in out

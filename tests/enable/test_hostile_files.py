@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from bsdcrypt.enable.remote import read_loader_files, read_root_system
 from bsdcrypt.errors import ActError
@@ -31,10 +31,7 @@ def _zero_device(path: Path) -> None:
 
 
 def _enable_root(root: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bsdcrypt", "enable", "--persist", "--yes", "--root", str(root)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
-    )
+    return run_cli("enable", "--persist", "--yes", "--root", str(root), timeout=300)
 
 
 def _one_line_refusal(r: subprocess.CompletedProcess[str], why: str) -> None:

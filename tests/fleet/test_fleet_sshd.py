@@ -8,13 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import run_cli
 
 from .conftest import TIMEOUT, FleetEnv
 
@@ -34,18 +34,7 @@ Proc = subprocess.CompletedProcess[str]
 
 
 def bsdcrypt(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Proc:
-    full_env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", "from bsdcrypt.cli import main; main()", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=full_env,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(*args, input=stdin, env=env, unset=("SSH_AUTH_SOCK",))  # type: ignore[no-any-return]
 
 
 def replay_status(recording: Path) -> dict[str, Any]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from bsdcrypt.recording import description, shipped
 from bsdcrypt.render.recordings import listing
@@ -36,8 +35,7 @@ def test_each_recording_says_what_it_is_made_of(path: Path) -> None:
 
 
 def test_the_listing_shows_the_mark_of_every_recording() -> None:
-    r = subprocess.run([sys.executable, "-m", "bsdcrypt", "recordings"], capture_output=True, text=True, cwd=ROOT,
-                       timeout=120, check=True)
+    r = run_cli("recordings", check=True)
     marks = {line.split()[0]: line.split()[1] for line in r.stdout.splitlines()}
     assert marks == {name: description(path, "made_of") for name, path in shipped()}
     assert marks["freebsd-12.2-bhyve-aesni-flag-hidden"] == "staged"
