@@ -63,6 +63,7 @@ class DriverInfo:
     # dmesg.boot: True if the driver printed its attach/probe line during the last boot, False if a
     # complete boot on a kernel without it compiled in shows none (the loader did not load it)
     at_boot: bool | None = None
+    inferred: str | None = None  # state reasoned, not seen: the reasoning (issue 27, docs/findings.md)
 
 
 @dataclass
@@ -75,6 +76,7 @@ class PersistInfo:
     reason: str | None = None  # why configured is unknown: the evidence that was missing
     blacklisted: str | None = None  # FILE:LINE of a module_blacklist naming the driver (the loader skips it)
     uncertain: str | None = None  # why whether the loader loads it at boot cannot be told
+    inferred: str | None = None  # configured reasoned, not seen: the reasoning (issue 27, docs/findings.md)
 
 
 @dataclass

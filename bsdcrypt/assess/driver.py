@@ -104,7 +104,7 @@ def ossl_algorithms(os: OSInfo, cpu: CPUInfo, dmesg: DmesgBoot) -> tuple[list[st
     return aes + algos, True
 
 
-def _registered(f: HostFacts, name: str, kld: list[KldFile]) -> bool | None:
+def _registered(f: HostFacts, name: str, kld: list[KldFile], os: OSInfo | None = None) -> bool | None:
     if f.registered.get(name) is not None:
         return f.registered[name]
     if not kld and f.kld_filtered is not None:
@@ -116,6 +116,11 @@ def _registered(f: HostFacts, name: str, kld: list[KldFile]) -> bool | None:
         return file_containing(kld, f"nexus/{name}") is not None
     if kld and any(k.name == f"{name}.ko" for k in kld):
         return True  # plain kldstat (no -v) lists the module file
+    if kld and os is not None and stock_kernel(os) and in_generic(name, os) is False:
+        # Inferred: plain kldstat lists every file loaded, and this release's GENERIC (12.x and older for
+        # aesni) does not compile the driver in, so the only way it could be there is its .ko: not listed,
+        # not loaded. (Issue 27: a 12.x GENERIC paste whose GELI says `Crypto: software` agrees.)
+        return False
     return None  # plain kldstat without it: compiled in or not loaded, it cannot tell
 
 
@@ -136,7 +141,7 @@ def _driver_info(name: str, f: HostFacts, kld: list[KldFile], os: OSInfo) -> Dri
     ko = f"/boot/kernel/{name}.ko"
     info = DriverInfo(name=name)
     dev, dmesg = f.dev or {}, f.dmesg
-    registered = _registered(f, name, kld)
+    registered = _registered(f, name, kld, os)
     # a filtered kldstat paste shows the file holding the module, when it shows it at all
     shown = kld or f.kld_filtered or []
     holder = file_containing(shown, f"nexus/{name}") if shown else None
@@ -186,6 +191,13 @@ def _driver_info(name: str, f: HostFacts, kld: list[KldFile], os: OSInfo) -> Dri
             info.module_file = ko if exists else elsewhere
         elif exists is False and found is not None:
             info.state = "missing"  # not in /boot/kernel nor in any kern.module_path directory
+        elif exists is None and found is None and stock_kernel(os) and in_generic(name, os) is False:
+            # Inferred: a release's GENERIC without the driver ships it as /boot/kernel/NAME.ko (built with
+            # the kernel's modules); the files were not checked (a paste), but every stock install has it
+            info.state = "not-loaded"
+            info.module_file = ko
+            info.inferred = (f"{name} is not in plain kldstat, and {os.kernel_ident} {os.release} does not compile "
+                             f"it in: not loaded; {ko} ships with that kernel")
         else:
             info.state = "unknown"
             info.reason = (
@@ -228,6 +240,15 @@ def _from_boot_message(info: DriverInfo, msg: DriverMessage, os: OSInfo) -> None
     """Without kldstat: what the driver's boot message in dmesg.boot shows, on a kernel whose config is
     known (GENERIC of a release that does or does not compile the driver in). Else the state stays unknown."""
     compiled = in_generic(info.name or "", os) if stock_kernel(os) else None
+    if compiled is None and not msg.attached and msg.message:
+        # Inferred: the driver printed why it did not attach (`armv8crypto0: CPU lacks AES instructions`,
+        # `aesni0: No AES or SHA support.`): its probe ran, so it is in the kernel (compiled in or loaded)
+        # and found nothing to drive. Either way the answer is the same: no device.
+        info.state = "no-device"
+        info.attached, info.accelerates_aes = False, False
+        info.inferred = (f"{info.name}0 said \"{msg.message}\": the driver ran (compiled in or loaded) "
+                         "and attached nothing")
+        return
     if compiled is None:
         info.state = "unknown"
         kernel = (

@@ -291,7 +291,7 @@ def _appliance_managed(s: Status) -> list[Finding]:
     source = s.persist.source or ""
     if aes_attached and source.startswith("appliance setting") and s.persist.configured is not False:
         product = s.os.product or VARIANT_NAMES.get(s.os.variant, s.os.variant)
-        if s.persist.configured:
+        if s.persist.configured and not s.persist.inferred:
             setting = source.split("(", 1)[-1].rstrip(")")
             what = f"{product}'s own crypto setting selects it ({setting}), so it loads at boot."
         else:

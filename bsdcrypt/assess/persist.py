@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bsdcrypt.assess.driver import PRODUCT_STEPS, preloaded, stock_kernel
+from bsdcrypt.facts import DmesgBoot
 from bsdcrypt.loader.conf import all_assignments, is_yes, uncollected
 from bsdcrypt.loader.model import GENERATION_NAMES, Outcome, agree, outcomes
 from bsdcrypt.parse import HostFacts
@@ -104,9 +105,12 @@ def persist_info(f: HostFacts, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) -> 
             info.configured = driver.name in setting.split(",") or any(driver.name in v for v in setting.split(","))
             info.source = f"{APPLIANCE_SETTING} (config.xml crypto_hardware={setting or 'none'})"
         elif driver.state == "loaded":
-            info.configured = None
+            # Inferred: the module is loaded and no loader.conf line loads it; pfSense/OPNsense load crypto
+            # modules at boot from their own setting, so the setting selects it (config.xml not readable)
+            info.configured = True
             info.source = APPLIANCE_INFERRED
-            info.reason = "the appliance's config.xml was not collected or not readable without root"
+            info.inferred = (f"{driver.name} is loaded and no loader.conf line loads it: the appliance's crypto "
+                             "setting does (its config.xml was not collected or not readable without root)")
         else:
             info.configured = None
             info.reason = "the appliance's config.xml was not collected or not readable without root"
@@ -121,6 +125,13 @@ def persist_info(f: HostFacts, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) -> 
         info.configured = True
         info.needed = True
         info.source = info.source if yes else "loader (preloaded at boot: dmesg.boot)"
+    elif at_boot_autoconf(f.dmesg, driver):
+        # Inferred: the driver printed its line during the last boot's autoconfiguration (before the root
+        # mount), so it was compiled in or preloaded by the loader: either way it is there at every boot
+        info.configured = True
+        info.source = info.source if yes else "boot (dmesg.boot)"
+        info.inferred = (f"{driver.name}0 is in dmesg.boot's autoconfiguration (before the root mount): compiled in "
+                         "or preloaded, so there at every boot")
     else:
         info.configured = None  # the loader configuration (or the appliance's) was not collected in full
         info.needed = False if usable is False and driver.state != "unknown" else None
@@ -133,3 +144,11 @@ def persist_info(f: HostFacts, driver: DriverInfo, cpu: CPUInfo, os: OSInfo) -> 
             info.reason = "whether this is an appliance that loads it from its own setting was not " + what
     return info
 
+
+
+def at_boot_autoconf(dmesg: DmesgBoot, driver: DriverInfo) -> bool:
+    """The driver's line in the last boot precedes the root mount (whether compiled in or not is unknown)."""
+    if driver.name is None or driver.compiled_in is not None:
+        return False
+    found = [m for m in dmesg.drivers if m.driver == driver.name]
+    return bool(found) and found[-1].before_root is True

@@ -74,8 +74,10 @@ def _row(r: HostResult) -> dict[str, str]:
         osname += f" ({o.variant})"
     soft = [g.name for g in s.geli if g.accelerated is False]
     persisted = "compiled in" if d.compiled_in else yesno(p.configured)
-    if p.configured is None and (p.source or "").endswith("(inferred)"):
+    if (p.source or "").endswith("(inferred)"):
         persisted = "inferred (appliance)"  # the appliance-managed finding says why
+    elif p.inferred:
+        persisted += " (inferred)"
     if p.needed is False and not d.compiled_in:
         persisted += " (not needed)"
     return {

@@ -142,6 +142,8 @@ def _driver_lines(s: Status) -> list[str]:
             line += f"  ({d.module_file})"
         if d.accelerates_aes is False:
             line += "  (does not accelerate AES)"
+        if d.inferred:
+            line += f"  (inferred: {d.inferred})"
         out.append(line)
     return out
 
@@ -154,6 +156,8 @@ def _persist_text(s: Status) -> str:
         text = "inferred: by the appliance's crypto setting (config.xml not readable)"
     else:
         text = yesno(p.configured, "unknown")
+        if p.inferred:
+            text += f"  (inferred: {p.inferred})"
         if (p.source or "").startswith("appliance setting ("):
             text += f"  ({p.source})"
     if p.value is not None and p.source:

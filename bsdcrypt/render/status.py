@@ -36,6 +36,8 @@ def table(s: Status, width: int | None = None) -> str:
         drv += f"  <{','.join(d.algorithms)}>"
     if d.module_file and d.state != "builtin":
         drv += f"  ({d.module_file})"
+    if d.inferred:
+        drv += f"  (inferred: {d.inferred})"
     for other in s.other_drivers:
         drv += f"\n{other.name}: {other.state}"
     persist = "compiled in" if d.compiled_in else yesno(p.configured, "unknown")
@@ -43,7 +45,9 @@ def table(s: Status, width: int | None = None) -> str:
         persist += f"  ({d.name}_load={p.value} at {p.source})"
     elif (p.source or "").startswith("appliance setting"):
         product = o.product or VARIANT_NAMES.get(o.variant, o.variant)
-        if p.configured is None:
+        if p.inferred:
+            persist = f"yes, inferred: by the {product} crypto setting (config.xml not readable)"
+        elif p.configured is None:
             persist = f"inferred: by the {product} crypto setting (config.xml not readable)"
         else:
             persist += f"  (the {product} crypto setting: {(p.source or '').split('(', 1)[-1].rstrip(')')})"
@@ -51,6 +55,8 @@ def table(s: Status, width: int | None = None) -> str:
         persist += f"  (blacklisted: module_blacklist at {p.blacklisted})"
     elif p.uncertain and p.configured is None:
         persist += f"  ({p.uncertain})"
+    elif p.inferred:
+        persist += f"  (inferred: {p.inferred})"
     if p.needed is False and not d.compiled_in:
         persist += "  (not needed)"
     if p.configured is None and p.reason and not d.compiled_in:

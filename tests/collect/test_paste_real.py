@@ -28,10 +28,11 @@ CASES: dict[str, dict[str, Any]] = {
         geli={"ada0p3.eli": "hardware", "ada1p3.eli": "hardware", "ada0p2.eli": "hardware", "ada1p2.eli": "hardware"},
         absent=["driver-unknown", "not-persisted"], verdict="ok"),
     # 11.4 with aesni0 before the root mount, but the banner's build path is redacted: GENERIC (then
-    # preloaded) or a custom kernel with `device aesni` (then compiled in) cannot be told apart.
+    # preloaded) or a custom kernel with `device aesni` (then compiled in) cannot be told apart -- but
+    # either way it is there at every boot: persisted, inferred (issue 27).
     "bsdhw-11.4-i7-7700-aesni-early-path-redacted.txt": dict(
         release="11.4-RELEASE-p2", arch="amd64", ident=None, aesni=True, sha=False, driver="aesni",
-        state="unknown", attached=True, compiled_in=None, at_boot=True, persisted=None,
+        state="unknown", attached=True, compiled_in=None, at_boot=True, persisted=True,
         geli={"gpt/swap0.eli": "hardware", "gpt/swap1.eli": "hardware", "gpt/encrypted0.eli": "hardware",
               "gpt/encrypted1.eli": "hardware"},
         findings=["driver-unknown"], verdict="unknown"),
