@@ -73,7 +73,7 @@ class PlanInput:
             os_name=s.os.name,
             arch=s.os.arch,
             is_root=s.root,
-            persisted=s.persist.configured,
+            persisted=None if s.persist.inferred else s.persist.configured,  # inferred is not seen: plan as before
             geli_software=geli,
             kernel_ident=s.os.kernel_ident,
             major=s.os.major,

@@ -93,8 +93,11 @@ def _prometheus_values(s: Status) -> dict[str, str]:
         ("127.0.0.1:1", {"aes_active": "U", "persisted": "U", "geli_software": "U"}),
         # a Linux host: no FreeBSD driver, no loader.conf, no GELI
         ("replay:linux-debian12-local", {"aes_active": "U", "persisted": "U", "geli_software": "U"}),
-        # pfSense loads aesni from its own setting, which the probe cannot read
-        ("replay:pfsense-2.4.5-i5-4590s-loaded", {"aes_active": "1", "persisted": "U", "geli_software": "0"}),
+        # pfSense loads aesni from its own setting, which the probe cannot read: with the module loaded and no
+        # loader.conf line, persisted by that setting (inferred, issue 27)
+        ("replay:pfsense-2.4.5-i5-4590s-loaded", {"aes_active": "1", "persisted": "1", "geli_software": "0"}),
+        # determined values stay 0: not loaded, not persisted (commented-out aesni_load), no GELI
+        ("replay:freebsd-11.0-current-custom-kernel-x-no-aesni", {"aes_active": "0", "persisted": "0", "geli_software": "0"}),
         ("replay:freebsd-13.0-hyperv-builtin", {"aes_active": "1", "persisted": "1", "geli_software": "0"}),
     ],
 )
