@@ -50,8 +50,8 @@ def test_arm64_guest_shown_by_qemus_virt_board() -> None:
 
 # --- the driver and persistence rules -----------------------------------------------------------------
 
-PASTES = Path(__file__).resolve().parent.parent / "fixtures" / "pastes"
-PARSERS = Path(__file__).resolve().parent.parent / "fixtures" / "parsers"
+PASTES = Path(__file__).resolve().parents[2] / "fixtures" / "pastes"
+PARSERS = Path(__file__).resolve().parents[2] / "fixtures" / "parsers"
 
 
 def _paste(name: str):  # type: ignore[no-untyped-def]

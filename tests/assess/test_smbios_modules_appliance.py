@@ -61,7 +61,9 @@ def test_a_module_in_boot_modules_is_not_missing() -> None:
 def test_the_appliance_setting_when_config_xml_is_readable() -> None:
     name = "pfsense-2.4.5-i5-4590s-loaded"
     inferred = assess(_with(name), "h", "x")
-    assert inferred.persist.configured is None and inferred.persist.source == "appliance setting (inferred)"
+    # config.xml not read, module loaded, no loader.conf line: persisted by the setting, inferred (issue 27)
+    assert inferred.persist.configured is True and inferred.persist.source == "appliance setting (inferred)"
+    assert inferred.persist.inferred is not None
     assert any(f.id == "appliance-managed" and "inferred" in f.message for f in inferred.findings)
     on = assess(_with(name, appliance_crypto=Step(0, b"<crypto_hardware>aesni</crypto_hardware>\n")), "h", "x")
     assert on.persist.configured is True and "crypto_hardware=aesni" in (on.persist.source or "")
@@ -69,4 +71,4 @@ def test_the_appliance_setting_when_config_xml_is_readable() -> None:
     off = assess(_with(name, appliance_crypto=Step(1, b"")), "h", "x")  # no tag: the setting is None
     assert off.persist.configured is False and any(f.id == "not-persisted" for f in off.findings)
     denied = assess(_with(name, appliance_crypto=Step(2, b"grep: /cf/conf/config.xml: Permission denied\n")), "h", "x")
-    assert denied.persist.configured is None and denied.persist.source == "appliance setting (inferred)"
+    assert denied.persist.configured is True and denied.persist.source == "appliance setting (inferred)"
