@@ -54,7 +54,7 @@ def open_host(
     recording happens to be installed; a relative path is looked up first in `base_dir` (a hosts
     file's folder). `ssh`, `timeout` and `max_output` go to an SSH host: its client config (an
     SSHContext for paramiko, an OpenSSHContext for openssh), its deadline, how much output one command
-    may return. `client` is --ssh; `on_slow` is told when a host is slow to answer (paramiko path).
+    may return. `client` is --ssh; `on_slow` is told when a host is slow to answer.
     """
     if client not in SSH_CLIENTS:
         raise BsdcryptError(f"unknown SSH client {client!r}; choose one of: {', '.join(SSH_CLIENTS)}")
@@ -87,7 +87,7 @@ def _open(
 
             context = OpenSSHContext(os.environ.get("BSDCRYPT_SSH_CONFIG") or None,
                                      accept_new=os.environ.get("BSDCRYPT_ACCEPT_NEW") == "1")
-        return OpenSSHHost.from_spec(spec, context, timeout, max_output)
+        return OpenSSHHost.from_spec(spec, context, timeout, max_output, on_slow)
     from bsdcrypt.ssh import SSHContext, SSHHost
 
     return SSHHost.from_spec(spec, ssh if isinstance(ssh, SSHContext) else None, timeout, max_output, on_slow)

@@ -17,6 +17,7 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bsdcrypt.hostapi import REMOTE_COMMAND, RunResult, stdin_script
@@ -25,6 +26,8 @@ from bsdcrypt.ssh.errors import SSHError, shown_bytes
 from bsdcrypt.ssh.files import check_regular
 from bsdcrypt.ssh.includes import SYSTEM_CONFIG_DIR, read_config
 from bsdcrypt.ssh.settings import find_ssh
+
+SLOW_NOTE_AFTER = 3.0  # seconds without a byte from ssh before `on_slow` is told (as on the paramiko path)
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 15
@@ -122,8 +125,9 @@ class OpenSSHHost:
 
     def __init__(self, alias: str, *, user: str | None = None, port: int | None = None,
                  context: OpenSSHContext | None = None, spec: str | None = None, timeout: float | None = None,
-                 max_output: int = MAX_OUTPUT) -> None:
+                 max_output: int = MAX_OUTPUT, on_slow: Callable[[str], None] | None = None) -> None:
         self.context = context or OpenSSHContext()
+        self.on_slow = on_slow  # told once when ssh has printed nothing for SLOW_NOTE_AFTER seconds
         self.alias, self.user, self.port = alias, user, port
         self.name = alias
         self.spec = spec or alias
@@ -135,7 +139,7 @@ class OpenSSHHost:
 
     @classmethod
     def from_spec(cls, spec: str | SSHSpec, context: OpenSSHContext | None = None, timeout: float | None = None,
-                  max_output: int | None = None) -> OpenSSHHost:
+                  max_output: int | None = None, on_slow: Callable[[str], None] | None = None) -> OpenSSHHost:
         """A host from its spec: an SSHSpec parsed once upstream (a hosts file), or `--host` text, parsed here."""
         if isinstance(spec, str):
             text = spec
@@ -145,7 +149,7 @@ class OpenSSHHost:
                 raise SSHError("config", f"bad host {quote_value(text)}: {exc}") from exc
         user, host, port = spec.user, spec.host, spec.port
         return cls(host, user=user, port=port, context=context, spec=spec.text, timeout=timeout,
-                   max_output=MAX_OUTPUT if max_output is None else max_output)
+                   max_output=MAX_OUTPUT if max_output is None else max_output, on_slow=on_slow)
 
     def identity(self) -> tuple[object, ...]:
         """What makes two hosts-file lines one host on this path (ssh resolves the rest): as written."""
@@ -210,8 +214,14 @@ class OpenSSHHost:
         open_fds = set(fds)
         exited_at: float | None = None
         size = 0
+        # ssh shows no progress without -v: a note (on a terminal) when it has printed nothing for a while
+        slow_at = time.monotonic() + SLOW_NOTE_AFTER if self.on_slow is not None else None
         while open_fds:
             now = time.monotonic()
+            if slow_at is not None and now >= slow_at and size == 0 and self.on_slow is not None:
+                slow_at = None
+                self.on_slow(f"still waiting for {self.where}: ssh has printed nothing yet (connecting, "
+                             "or the probe is still running)")
             if self._aborted or now >= deadline:
                 self._kill()
                 said = "" if fds[proc.stdout.fileno()] else " (no output yet: still connecting?)"

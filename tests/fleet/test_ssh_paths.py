@@ -162,6 +162,25 @@ def test_a_slow_banner_is_noted_while_waiting(loopback_fleet: FleetEnv, tmp_path
     assert len(notes) == 1 and fl.silent_addr in notes[0] and "banner" in notes[0], notes
 
 
+@pytest.mark.slow
+def test_a_silent_host_is_noted_on_the_openssh_path(loopback_fleet: FleetEnv, tmp_path: Path) -> None:
+    """ssh shows no progress, so the note is told once when ssh has printed nothing for a few seconds,
+    naming the host; the connect deadline still ends the wait with one row."""
+    from bsdcrypt.ssh import SSHError
+    from bsdcrypt.ssh.openssh import OpenSSHContext, OpenSSHHost
+
+    fl = loopback_fleet.fleet
+    notes: list[str] = []
+    host = OpenSSHHost.from_spec(loopback_fleet.spec(fl.silent_addr), OpenSSHContext(str(fl.ssh_config)),
+                                 timeout=10, on_slow=notes.append)
+    try:
+        with pytest.raises(SSHError):
+            host.run("true")
+    finally:
+        host.close()
+    assert len(notes) == 1 and fl.silent_addr in notes[0] and "nothing yet" in notes[0], notes
+
+
 @pytest.mark.parametrize(("name", "answer", "close", "kinds"), [
     ("binary-noise", b"\x00\xff\xfe\x1b]0;owned\x07\x1b[31m\x80\x81\n", False, {"no-ssh"}),
     ("http-then-close", b"HTTP/1.1 400 Bad Request\r\n\r\n", True, {"no-ssh", "closed"}),
