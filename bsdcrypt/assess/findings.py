@@ -114,6 +114,11 @@ def persist_remedy(status: Status) -> str:
     return f"bsdcrypt enable --persist   (adds {driver}_load=\"YES\" to /boot/loader.conf)"
 
 
+def _aes_attached(s: Status) -> bool:
+    """The primary driver is attached and does AES."""
+    return bool(s.driver.attached and s.driver.accelerates_aes)
+
+
 def _geli_soft(s: Status) -> list[GeliInfo]:
     """AES providers on software crypto that the driver could take over (cipher and HMAC both supported)."""
     return [g for g in s.geli if g.accelerated is False and g.accelerable]
@@ -270,7 +275,7 @@ def _not_persisted(s: Status) -> list[Finding]:
     """Loaded now, but nothing loads it at boot."""
     out: list[Finding] = []
     d = s.driver
-    aes_attached = bool(d.attached and d.accelerates_aes)
+    aes_attached = _aes_attached(s)
     if aes_attached and d.state == "loaded" and s.persist.configured is False:
         out.append(
             Finding(
@@ -287,7 +292,7 @@ def _appliance_managed(s: Status) -> list[Finding]:
     """An appliance loads it from its own setting."""
     out: list[Finding] = []
     d = s.driver
-    aes_attached = bool(d.attached and d.accelerates_aes)
+    aes_attached = _aes_attached(s)
     source = s.persist.source or ""
     if aes_attached and source.startswith("appliance setting") and s.persist.configured is not False:
         product = s.os.product or VARIANT_NAMES.get(s.os.variant, s.os.variant)
@@ -398,7 +403,7 @@ def _geli_software(s: Status) -> list[Finding]:
     """GELI providers attached before the driver: software until re-attached."""
     out: list[Finding] = []
     d = s.driver
-    aes_attached = bool(d.attached and d.accelerates_aes)
+    aes_attached = _aes_attached(s)
     if aes_attached:
         why = (
             f"it was attached before {d.name} was available"

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -140,6 +142,22 @@ def _check_output(output: str | None) -> None:
             fail(str(exc))
 
 
+@contextmanager
+def _bench_errors(h: Host) -> Iterator[None]:
+    """A GELI bench or cleanup on `h`: each failure one line with its exit code; the host closed after."""
+    try:
+        yield
+    except host_facts.NotFreeBSD as exc:
+        fail(exc.why)
+    except BenchInterrupted as exc:
+        typer.echo(error_line(exc), err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from exc
+    except BenchError as exc:
+        fail(str(exc))
+    finally:
+        h.close()
+
+
 def _open(host: str, ssh: str = "paramiko") -> Host:
     from bsdcrypt.hosts.open import parse_host_spec
 
@@ -213,17 +231,8 @@ def geli(
         numjobs=numjobs or None, ioengine=ioengine, directions=("write", "read") if read else ("write",),
         repeat=repeat, ceiling=ceiling,
     )
-    try:
+    with _bench_errors(h):
         run = bench_flow.run_measure(h, params, save=save, no_save=no_save, progress=_lines(fmt == "table"))
-    except host_facts.NotFreeBSD as exc:
-        fail(exc.why)
-    except BenchInterrupted as exc:
-        typer.echo(error_line(exc), err=True)
-        raise typer.Exit(EXIT_INTERRUPTED) from exc
-    except BenchError as exc:
-        fail(str(exc))
-    finally:
-        h.close()
     result, saved = run.result, run.saved.path
     if run.saved.error:
         typer.echo(error_line(run.saved.error), err=True)
@@ -326,17 +335,8 @@ def cleanup(
         fail(f"unknown format {fmt!r}; choose one of: {', '.join(CLEANUP_FORMATS)}")
     _check_output(output)
     h = _open(host, ssh)
-    try:
+    with _bench_errors(h):
         report = bench_flow.run_cleanup(h, progress=_lines(fmt == "table"))
-    except host_facts.NotFreeBSD as exc:
-        fail(exc.why)
-    except BenchInterrupted as exc:
-        typer.echo(error_line(exc), err=True)
-        raise typer.Exit(EXIT_INTERRUPTED) from exc
-    except BenchError as exc:
-        fail(str(exc))
-    finally:
-        h.close()
     if fmt in ("json", "yaml"):
         from bsdcrypt.render.bench import cleanup_document
 

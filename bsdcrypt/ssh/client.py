@@ -19,9 +19,9 @@ import paramiko
 from paramiko.common import DEFAULT_MAX_PACKET_SIZE, DEFAULT_WINDOW_SIZE
 
 from bsdcrypt.hostapi import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hostspec import SpecError, SSHSpec, parse_ssh, quote_value
+from bsdcrypt.hostspec import SSHSpec
 from bsdcrypt.ssh.auth import Attempt, auth_refused, authenticate
-from bsdcrypt.ssh.errors import OPENSSH_HINT, SSHError, shown_bytes, shown_names
+from bsdcrypt.ssh.errors import OPENSSH_HINT, SSHError, shown_bytes, shown_names, ssh_spec
 from bsdcrypt.ssh.hostkeys import KnownKey, fingerprint, short_type
 from bsdcrypt.ssh.settings import Lookup, SSHContext, Target, choose, default_context, parse_hop
 from bsdcrypt.ssh.sockets import BudgetSocket, ProxyCommand, connect_tcp
@@ -85,12 +85,7 @@ class SSHHost:
     def from_spec(cls, spec: str | SSHSpec, context: SSHContext | None = None, timeout: float | None = None,
                   max_output: int | None = None, on_slow: Callable[[str], None] | None = None) -> SSHHost:
         """A host from its spec: an SSHSpec parsed once upstream (a hosts file), or `--host` text, parsed here."""
-        if isinstance(spec, str):
-            text = spec
-            try:
-                spec = parse_ssh(text)
-            except SpecError as exc:
-                raise SSHError("config", f"bad host {quote_value(text)}: {exc}") from exc
+        spec = ssh_spec(spec)
         user, host, port = spec.user, spec.host, spec.port
         return cls(host, user=user, port=port, context=context, spec=spec.text, timeout=timeout,
                    max_output=MAX_OUTPUT if max_output is None else max_output, on_slow=on_slow)

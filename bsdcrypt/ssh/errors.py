@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bsdcrypt.errors import HostError
+from bsdcrypt.hostspec import SpecError, SSHSpec, parse_ssh, quote_value
 
 
 class SSHError(HostError):
@@ -43,3 +44,14 @@ def shown_names(names: list[str], limit: int = 120) -> str:
 
 # What a row says when the paramiko path cannot honour what the config or known_hosts asks for.
 OPENSSH_HINT = "use --ssh openssh (the system ssh client) for this host"
+
+
+def ssh_spec(spec: str | SSHSpec) -> SSHSpec:
+    """An SSHSpec parsed once upstream (a hosts file) as it is, or `--host` text parsed here; a bad one is
+    a config row."""
+    if not isinstance(spec, str):
+        return spec
+    try:
+        return parse_ssh(spec)
+    except SpecError as exc:
+        raise SSHError("config", f"bad host {quote_value(spec)}: {exc}") from exc

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bsdcrypt.hostapi import REMOTE_COMMAND, RunResult, stdin_script
-from bsdcrypt.hostspec import SpecError, SSHSpec, parse_ssh, quote_value
-from bsdcrypt.ssh.errors import SSHError, shown_bytes
+from bsdcrypt.hostspec import SSHSpec
+from bsdcrypt.ssh.errors import SSHError, shown_bytes, ssh_spec
 from bsdcrypt.ssh.files import check_regular
 from bsdcrypt.ssh.includes import SYSTEM_CONFIG_DIR, read_config
 from bsdcrypt.ssh.settings import find_ssh
@@ -141,12 +141,7 @@ class OpenSSHHost:
     def from_spec(cls, spec: str | SSHSpec, context: OpenSSHContext | None = None, timeout: float | None = None,
                   max_output: int | None = None, on_slow: Callable[[str], None] | None = None) -> OpenSSHHost:
         """A host from its spec: an SSHSpec parsed once upstream (a hosts file), or `--host` text, parsed here."""
-        if isinstance(spec, str):
-            text = spec
-            try:
-                spec = parse_ssh(text)
-            except SpecError as exc:
-                raise SSHError("config", f"bad host {quote_value(text)}: {exc}") from exc
+        spec = ssh_spec(spec)
         user, host, port = spec.user, spec.host, spec.port
         return cls(host, user=user, port=port, context=context, spec=spec.text, timeout=timeout,
                    max_output=MAX_OUTPUT if max_output is None else max_output, on_slow=on_slow)
