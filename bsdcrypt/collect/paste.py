@@ -15,6 +15,9 @@ Without prompts the parts are told apart by their shape:
   zfs get     the header "NAME PROPERTY VALUE SOURCE" and the lines after it (openzfs cmd/zfs/zfs_main.c)
   setkey -D   an address line followed by an indented "esp|ah|ipcomp mode=... spi=..." line, and the
               indented lines of each SA (lib/libipsec/pfkey_dump.c); "No SAD entries."; "pfkey_open: ..."
+`ifconfig`, `ifconfig -a` and `ifconfig IFACE` are read after their prompt only: their `groups:` lines
+tell which shown interfaces are OpenVPN DCO / WireGuard tunnels (a group with no member shown counts as
+empty only when every interface was listed: `ifconfig` or `ifconfig -a`).
   loader.conf unindented name=value / name="value" lines (loader.conf(5))
   dmesg       everything else, when it holds kernel lines (banner, CPU:, device attach lines)
 """
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 
 from bsdcrypt.parsers import clean_text
 from bsdcrypt.parsers.dmesg import parse_dmesg
+from bsdcrypt.parsers.ifgroup import members, parse_ifconfig
 from bsdcrypt.parsers.version import parse_release
 from bsdcrypt.probe import Evidence, File, Step, StepName, file_step
 
@@ -62,6 +66,8 @@ _ZFS_LINE = re.compile(r"^\S+\s+\S+\s+\S.*$")
 _SA_START = re.compile(r"^\s+(?:esp|ah|ipcomp|esp-udp|tcp) mode=\S+ spi=")
 _SETKEY_LONE = re.compile(r"^(?:No SAD entries\.|pfkey_open: .*)$")
 _IFGROUP = re.compile(r"^-g\s+(openvpn|wg)\s*$")
+_IFACE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,15}$")
+TUNNEL_GROUPS = ("openvpn", "wg")  # the groups the probe lists (probe.TUNNEL_GROUPS_SCRIPT)
 
 
 @dataclass
@@ -79,13 +85,15 @@ class Paste:
     zfs: list[str] = field(default_factory=list)  # zfs get (issue 27's consumers)
     setkey: list[str] = field(default_factory=list)  # setkey -D
     groups: dict[str, list[str]] = field(default_factory=dict)  # ifconfig -g openvpn|wg -> the names
+    ifconfig: list[str] = field(default_factory=list)  # ifconfig [-a | IFACE] blocks
+    ifconfig_all: bool = False  # one of them listed every interface
     files: dict[str, list[str]] = field(default_factory=dict)  # loader.conf path -> lines
 
     def kinds(self) -> list[str]:
         named = [("dmesg", self.dmesg), ("dmesg (filtered)", self.dmesg_filtered), ("kldstat", self.kldstat),
                  ("kldstat (filtered)", self.kldstat_filtered),
                  ("uname -a", self.uname), ("geli list", self.geli), ("sysctl", self.sysctl), ("kenv", self.kenv),
-                 ("zfs get", self.zfs), ("setkey -D", self.setkey)]
+                 ("zfs get", self.zfs), ("setkey -D", self.setkey), ("ifconfig", self.ifconfig)]
         groups = [f"ifconfig -g {g}" for g in sorted(self.groups)]
         return [n for n, lines in named if lines] + groups + sorted(self.files)
 
@@ -102,6 +110,11 @@ def _command_kind(cmd: str) -> tuple[str, str | None] | None:
         return "setkey", None
     if prog == "ifconfig" and (g := _IFGROUP.match(args.strip())):
         return "group", g.group(1)
+    if prog == "ifconfig":
+        words = args.split()
+        if words in ([], ["-a"]):
+            return "ifconfig", "all"
+        return ("ifconfig", None) if len(words) == 1 and _IFACE.match(words[0]) else None
     filtered = "|" in args or prog in ("grep", "egrep", "head", "tail")
     if "dmesg" in prog or "dmesg" in args:
         return ("dmesg_filtered" if filtered else "dmesg"), None
@@ -265,6 +278,7 @@ def split(text: str) -> Paste:
             current = _command_kind(cmd) or ("other", None)
             if current[0] == "group" and current[1] is not None:
                 paste.groups.setdefault(current[1], [])  # listed: no name under it means no member
+            paste.ifconfig_all |= current == ("ifconfig", "all")
             continue
         if current is None:
             unprompted.append(line)
@@ -280,7 +294,7 @@ def split(text: str) -> Paste:
             names = paste.groups.setdefault(path, [])
             if line.strip():
                 names.append(line.strip())
-        elif kind in ("kldstat", "kldstat_filtered", "uname", "geli", "sysctl", "kenv", "zfs", "setkey"):
+        elif kind in ("kldstat", "kldstat_filtered", "uname", "geli", "sysctl", "kenv", "zfs", "setkey", "ifconfig"):
             getattr(paste, kind).append(line)
     _split_unprompted(unprompted, paste)
     return paste
@@ -342,6 +356,14 @@ def _consumer_steps(p: Paste, steps: dict[str, Step]) -> None:
     ipsec = [s for s in p.sysctl if s.lstrip().startswith(("net.inet.ipsec.", "sysctl: unknown oid 'net.inet.ipsec"))]
     if ipsec:
         steps[StepName.SYSCTL_IPSEC] = Step(0, _text(ipsec))
-    if p.groups:
-        listing = [line for g, names in sorted(p.groups.items()) for line in [f"== {g}", *names]]
+    groups = {g: list(names) for g, names in p.groups.items()}
+    if p.ifconfig:
+        ifaces = parse_ifconfig("\n".join(p.ifconfig))
+        for g in TUNNEL_GROUPS:
+            found = members(ifaces, g)
+            if found or (p.ifconfig_all and ifaces):
+                listed = groups.setdefault(g, [])
+                listed.extend(i for i in found if i not in listed)
+    if groups:
+        listing = [line for g, names in sorted(groups.items()) for line in [f"== {g}", *names]]
         steps[StepName.TUNNEL_GROUPS] = Step(0, _text(listing))

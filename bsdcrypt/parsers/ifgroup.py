@@ -1,9 +1,15 @@
-"""The probe's interface-group listing -> {group: [interfaces]}.
+"""Interface groups -> {group: [interfaces]}, from the probe's listing or from `ifconfig` output.
 
 The probe prints `== GROUP` and then `ifconfig -g GROUP`, which lists the member interfaces one
 name per line (sbin/ifconfig/ifgroup.c); nothing for a group without members. Groups: `openvpn`
-(sys/net/if_ovpn.c puts every OpenVPN DCO interface, ovpnN, in it) and `wg` (if_wg). A line that is
-not an interface name (an error) is ignored.
+(sys/net/if_ovpn.c: the DCO cloner is named "openvpn", and if_clone puts every interface in the
+group of its cloner's name) and `wg` (if_wg). pfSense also adds its tun(4)-based OpenVPN interfaces
+(ovpnsN/ovpncN, renamed tunN) to group `openvpn` (src/etc/inc/openvpn.inc); those are in group `tun`
+as well. A line that is not an interface name (an error) is ignored.
+
+`ifconfig [-a | IFACE]` prints a block per interface: `NAME: flags=HEX<...> metric N mtu N`, then
+indented lines, among them `\tgroups: G1 G2 ...` (sbin/ifconfig/ifgroup.c getifgroups: every group but
+`all`, the line left out for an interface in none).
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ import re
 from bsdcrypt.parsers import clean_text
 
 _IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,15}$")
+_IF_HEADER = re.compile(r"^\s?([A-Za-z][A-Za-z0-9_.]{0,15}): flags=[0-9a-fA-F]+<")
+_GROUPS = re.compile(r"^\s+groups:\s*(.*)$")
+_MAX = 4096
 
 
 def parse_groups(text: str) -> dict[str, list[str]]:
@@ -27,6 +36,31 @@ def parse_groups(text: str) -> dict[str, list[str]]:
                 out.setdefault(group, [])
             else:
                 group = None
-        elif group is not None and _IFNAME.match(line) and len(out[group]) < 4096:
+        elif group is not None and _IFNAME.match(line) and len(out[group]) < _MAX:
             out[group].append(line)
     return out
+
+
+def parse_ifconfig(text: str) -> dict[str, list[str]]:
+    """{interface: its groups} for every interface block shown, in order; an interface whose block
+    has no `groups:` line maps to [] (ifconfig prints the line only for an interface in a group).
+    Never raises."""
+    out: dict[str, list[str]] = {}
+    name: str | None = None
+    for line in clean_text(text).splitlines():
+        if m := _IF_HEADER.match(line):
+            name = m.group(1)
+            if name not in out and len(out) < _MAX:
+                out[name] = []
+            elif name not in out:
+                name = None
+        elif name is not None and (g := _GROUPS.match(line)):
+            out[name] = [w for w in g.group(1).split() if _IFNAME.match(w)][:64]
+        elif line.strip() and not line[:1].isspace():
+            name = None  # an unindented line that is no interface header ends the block
+    return out
+
+
+def members(ifaces: dict[str, list[str]], group: str) -> list[str]:
+    """The shown interfaces in `group`."""
+    return [i for i, groups in ifaces.items() if group in groups]

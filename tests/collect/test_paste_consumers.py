@@ -72,3 +72,53 @@ def test_a_paste_without_encrypted_datasets_says_unknown_not_no() -> None:
 
 def test_consumer_outputs_alone_do_not_make_a_host() -> None:
     assert evidence_from_paste(SETKEY + ZFS) is None
+
+
+# --- the real outputs found for issue 27's consumers, pasted after a real dmesg.boot ----------------------
+def test_real_ipsec_sysctl_through_grep_becomes_the_ipsec_step() -> None:
+    # `sysctl -a | grep ipsec` as a pfSense/m0n0wall user posted it (its first line joined to kern.malloc rows)
+    ev = evidence_from_paste(DMESG + body("ipsec/docunext-2008-pfsense-sysctl-a-grep-ipsec.txt"))
+    assert ev is not None
+    st = ev.steps[StepName.SYSCTL_IPSEC]
+    assert st.out.startswith(b"net.inet.ipsec.def_policy: 1\n") and b"ipsecpolicy" not in st.out
+    assert b"net.inet6.ipsec6" not in st.out  # the probe asks net.inet.ipsec only
+    ipsec = {c.kind: c for c in assess(ev, "p", "paste").consumers}["ipsec"]
+    assert ipsec.present is True and ipsec.verdict == "unknown"  # in the kernel; its SAs were not pasted
+
+
+def test_real_vti_setkey_and_ifconfig_pasted_together() -> None:
+    vti = body("setkey/bsdrp-vpn-lab-vti-aes-gcm-16-tunnel-reqid.txt")
+    ipsec0 = body("ifconfig/bsdrp-vpn-lab-vti-ipsec0-groups-ipsec.txt")
+    p = split(DMESG + vti + ipsec0)
+    assert "ifconfig" in p.kinds() and len(p.setkey) == 20 and p.ifconfig[0].startswith("ipsec0: flags=")
+    ev = evidence_from_paste(DMESG + vti + ipsec0)
+    assert ev is not None and StepName.TUNNEL_GROUPS not in ev.steps  # ipsec0 is in no tunnel group we read
+    k = {c.kind: c for c in assess(ev, "p", "paste").consumers}
+    assert [(i.name, i.cipher) for i in k["ipsec"].items] == [("2 ESP SAs", "AES-GCM")]
+    assert k["ovpn-dco"].present is None and k["wireguard"].present is None
+
+
+def test_real_ifconfig_of_named_interfaces_tells_members_only() -> None:
+    wg0 = body("ifconfig/bsdrp-vpn-lab-14-wg0-groups-wg.txt")
+    tun0 = body("ifconfig/openvpn-issue357-13.2-tun0-groups-tun-no-dco.txt")  # 13.2, OpenVPN without DCO
+    ev = evidence_from_paste(DMESG + wg0 + tun0)
+    assert ev is not None and ev.steps[StepName.TUNNEL_GROUPS].out == b"== wg\nwg0\n"
+    k = {c.kind: c for c in assess(ev, "p", "paste").consumers}
+    assert k["wireguard"].present is True and k["wireguard"].verdict == "not-affected"
+    assert k["ovpn-dco"].present is None  # tun0 is no DCO interface, but other interfaces were not shown
+
+
+def test_a_full_ifconfig_listing_tells_an_empty_group() -> None:
+    tun0 = body("ifconfig/openvpn-issue786-tun0-created-groups-tun.txt").split("\n", 3)[3]  # the block only
+    for cmd in ("ifconfig", "ifconfig -a"):
+        ev = evidence_from_paste(DMESG + f"root@host# {cmd}\n" + tun0)
+        assert ev is not None and ev.steps[StepName.TUNNEL_GROUPS].out == b"== openvpn\n== wg\n", cmd
+        k = {c.kind: c for c in assess(ev, "p", "paste").consumers}
+        assert k["ovpn-dco"].present is False and k["wireguard"].present is False
+
+
+def test_real_ktls_enable_line_becomes_the_ktls_step() -> None:
+    ev = evidence_from_paste(DMESG + body("ktls/moeller-nbd-ktls-enable-set.txt"))
+    assert ev is not None and ev.steps[StepName.SYSCTL_KTLS].out == b"kern.ipc.tls.enable: 0 -> 1\n"
+    ktls = {c.kind: c for c in assess(ev, "p", "paste").consumers}["ktls"]
+    assert ktls.present is True and ktls.verdict == "not-in-use"

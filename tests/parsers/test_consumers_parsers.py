@@ -1,6 +1,7 @@
-"""Table tests of the kernel-consumer parsers (zfs get, setkey -D, sysctl kern.ipc.tls, interface
-groups) on the fixtures in fixtures/parsers/{zfs,setkey,ktls,tunnels} (real outputs and outputs
-derived from FreeBSD's and OpenZFS's printing code; each file's header names its source)."""
+"""Table tests of the kernel-consumer parsers (zfs get, setkey -D, sysctl kern.ipc.tls and
+net.inet.ipsec, interface groups, ifconfig's groups: lines) on the fixtures in
+fixtures/parsers/{zfs,setkey,ktls,ipsec,tunnels,ifconfig} (real outputs and outputs derived from
+FreeBSD's and OpenZFS's printing code; each file's header names its source)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bsdcrypt.facts import IpsecSA, KtlsState, SetkeyDump, ZfsDataset
-from bsdcrypt.parsers.ifgroup import parse_groups
+from bsdcrypt.parsers.ifgroup import members, parse_groups, parse_ifconfig
 from bsdcrypt.parsers.ktls import parse_ktls
 from bsdcrypt.parsers.setkey import needs_root, no_pfkey, parse_setkey_dump
+from bsdcrypt.parsers.sysctl import parse_sysctl
 from bsdcrypt.parsers.zfs import is_encrypted, parse_zfs_get
 
 from ._load import load, names
@@ -46,8 +48,11 @@ def test_zfs_encrypted_reads_off_as_no_and_a_missing_line_as_unknown() -> None:
 
 SA = IpsecSA
 GCM = SA("esp", "any", "aes-gcm-16", None, "mature")
+GCM_TUNNEL = SA("esp", "tunnel", "aes-gcm-16", None, "mature")
 SETKEY: dict[str, SetkeyDump] = {
     "bsdrp-ipsec-lab-aes-gcm-16-static.txt": SetkeyDump(True, (GCM, GCM, GCM, GCM)),
+    # the same lab's route-based (VTI) SAs: mode=tunnel, a reqid, counters moving
+    "bsdrp-vpn-lab-vti-aes-gcm-16-tunnel-reqid.txt": SetkeyDump(True, (GCM_TUNNEL, GCM_TUNNEL)),
     "lkml-2003-ipsec-tools-rijndael-hmac-md5-ipcomp.txt": SetkeyDump(True, (
         SA("esp", "tunnel", "rijndael-cbc", "hmac-md5", "dying"),
         SA("esp", "tunnel", "rijndael-cbc", "hmac-md5", "dying"),
@@ -76,8 +81,29 @@ def test_setkey_errors_say_why() -> None:
 
 
 def test_setkey_never_keeps_key_material() -> None:
-    dump = parse_setkey_dump(load("setkey", "bsdrp-ipsec-lab-aes-gcm-16-static.txt"))
-    assert "31323334" not in repr(dump)
+    for name in ("bsdrp-ipsec-lab-aes-gcm-16-static.txt", "bsdrp-vpn-lab-vti-aes-gcm-16-tunnel-reqid.txt"):
+        assert "31323334" not in repr(parse_setkey_dump(load("setkey", name)))
+
+
+# `sysctl net.inet.ipsec...` is read with the sysctl parser; def_policy (sys/netipsec) tells IPsec is in
+# the kernel. The real listing came through `grep`, its first line joined to kern.malloc rows by the page.
+IPSEC: dict[str, dict[str, str]] = {
+    "docunext-2008-pfsense-sysctl-a-grep-ipsec.txt": {
+        "net.inet.ipsec.def_policy": "1", "net.inet.ipsec.crypto_support": "0", "net.inet.ipsec.esp_randpad": "-1",
+        "net.inet6.ipsec6.def_policy": "1"},
+}
+
+
+def test_every_ipsec_fixture_has_a_case() -> None:
+    assert set(names("ipsec")) == set(IPSEC)
+
+
+@pytest.mark.parametrize("name", sorted(IPSEC))
+def test_ipsec_sysctl(name: str) -> None:
+    got = parse_sysctl(load("ipsec", name))
+    assert {k: got.get(k) for k in IPSEC[name]} == IPSEC[name]
+    assert sum(1 for k in got if k.startswith("net.inet.ipsec.")) == 12
+    assert not any("ipsecpolicy" in k or "ipsecpolicy" in v for k, v in got.items())  # the joined junk line
 
 
 KTLS: dict[str, KtlsState] = {
@@ -125,6 +151,37 @@ def test_groups(name: str) -> None:
     assert parse_groups(load("tunnels", name)) == GROUPS[name]
 
 
+# `ifconfig [IFACE]` blocks -> {interface: groups}: real FreeBSD outputs of a WireGuard tunnel, an if_ipsec
+# VTI and OpenVPN's tun(4) interface without DCO (group tun, never openvpn)
+IFCONFIG = {
+    "bsdrp-vpn-lab-14-wg0-groups-wg.txt": {"wg0": ["wg"]},
+    "bsdrp-vpn-lab-vti-ipsec0-groups-ipsec.txt": {"ipsec0": ["ipsec"]},
+    "openvpn-issue357-13.2-tun0-groups-tun-no-dco.txt": {"tun0": ["tun"]},  # two blocks, one leading space
+    "openvpn-issue786-tun0-created-groups-tun.txt": {"tun0": ["tun"]},
+}
+
+
+def test_every_ifconfig_fixture_has_a_case() -> None:
+    assert set(names("ifconfig")) == set(IFCONFIG)
+
+
+@pytest.mark.parametrize("name", sorted(IFCONFIG))
+def test_ifconfig(name: str) -> None:
+    got = parse_ifconfig(load("ifconfig", name))
+    assert got == IFCONFIG[name]
+    assert members(got, "openvpn") == []
+
+
+def test_ifconfig_groups_of_several_blocks_and_an_interface_in_none() -> None:
+    text = ("lo0: flags=8049<UP,LOOPBACK,RUNNING,MULTICAST> metric 0 mtu 16384\n\tgroups: lo\n"
+            "em0: flags=8863<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST> metric 0 mtu 1500\n\tstatus: active\n"
+            "ovpns1: flags=8051<UP,POINTOPOINT,RUNNING,MULTICAST> metric 0 mtu 1500\n\tgroups: tun openvpn\n"
+            "root@fw:~ # ifconfig wg0\n\tgroups: wg\n")  # a prompt ends the last block: the stray line is no one's
+    got = parse_ifconfig(text)
+    assert got == {"lo0": ["lo"], "em0": [], "ovpns1": ["tun", "openvpn"]}
+    assert members(got, "openvpn") == ["ovpns1"] and members(got, "tun") == ["ovpns1"]
+
+
 def test_groups_ignore_errors_and_an_unlisted_group_is_absent() -> None:
     assert parse_groups("ifconfig: garbage here\n== wg\nifconfig: no such group\n") == {"wg": []}
 
@@ -136,3 +193,4 @@ def test_the_parsers_never_raise(text: str) -> None:
     parse_setkey_dump(text)
     parse_ktls(text)
     parse_groups(text)
+    parse_ifconfig(text)
