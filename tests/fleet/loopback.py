@@ -11,9 +11,10 @@ listen addresses per process, so the fleet is split over several sshd processes 
 Faulty behaviours are chosen per address: slow, garbage, flood and flood-stderr (`flood_bytes` of
 random bytes on stdout or stderr), cut (output killed mid-way),
 auth-refused (another authorized_keys), wrong-key (known_hosts holds another key), unknown-key
-(absent from known_hosts), plus a closed port and a TCP listener that never speaks SSH. A `shell`
-host is no fake: it runs the exec'd command for real on this machine through the login shell named
-by FakeHost.shell (e.g. tcsh), as sshd would with that user's shell. A `chroot` host (the benchmark's,
+(absent from known_hosts), plus a closed port and a TCP listener that never speaks SSH (`silent_addr`,
+and as many more as `blackholes` lists). A `shell` host is no fake: it runs the exec'd command for
+real on this machine through the login shell named by FakeHost.shell (e.g. tcsh), as sshd would
+with that user's shell. A `chroot` host (the benchmark's,
 benchmarks/fakehosts.py; needs root) runs the exec'd command for real with /bin/sh inside
 FakeHost.root, a tree that answers like the recorded FreeBSD host.
 """
@@ -66,7 +67,9 @@ if [ -f "$D/$A.shell" ]; then
 fi
 case "$SSH_ORIGINAL_COMMAND" in
   '/bin/sh -s') ;;
-  *) echo "fakehost: unexpected command: $SSH_ORIGINAL_COMMAND" >&2; exit 126 ;;
+  # a garbage host answers its noise to any command (a tool that sends the probe another way: pyinfra's sh -c)
+  *) if [ -f "$D/$A.garbage" ]; then exec cat "$D/$A.garbage"; fi
+     echo "fakehost: unexpected command: $SSH_ORIGINAL_COMMAND" >&2; exit 126 ;;
 esac
 T=$(sed -n 's/^T=//p')
 # slow: hold the session (answering nothing) until the fleet is stopped, or for $A.slow seconds at most
@@ -137,6 +140,7 @@ class LoopbackFleet:
     hosts: dict[str, FakeHost] = field(default_factory=dict)
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     silent_addr: str = "127.3.0.2"  # accepts TCP, never speaks
+    blackholes: list[str] = field(default_factory=list)  # more addresses like silent_addr (a fleet's share of them)
     closed_addr: str = "127.3.0.1"  # nothing listens
     slow_seconds: int = 20
     flood_bytes: int = 16 * 1024 * 1024  # what a `flood` host answers (a hostile host's garbage)
@@ -148,7 +152,7 @@ class LoopbackFleet:
         self.hostdir = self.workdir / "hosts"
         self.hostdir.mkdir(exist_ok=True)
         (self.workdir / "home").mkdir(exist_ok=True)
-        self._silent_sock: socket.socket | None = None
+        self._silent_socks: list[socket.socket] = []
         self._silent_conns: list[socket.socket] = []
         self._stop = threading.Event()
 
@@ -287,24 +291,25 @@ class LoopbackFleet:
         raise RuntimeError(f"sshd did not listen on {sorted(want - seen)[:5]} within {timeout}s")
 
     def _start_silent_listener(self) -> None:
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((self.silent_addr, self.port))
-        s.listen(64)
-        s.settimeout(0.2)
-        self._silent_sock = s
+        for addr in (self.silent_addr, *self.blackholes):
+            _check_loopback(addr)
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((addr, self.port))
+            s.listen(64)
+            s.settimeout(0.2)
+            self._silent_socks.append(s)
+            threading.Thread(target=self._hold_silent, args=(s,), name=f"silent-{addr}", daemon=True).start()
 
-        def serve() -> None:
-            while not self._stop.is_set():
-                try:
-                    conn, _ = s.accept()
-                except TimeoutError:
-                    continue
-                except OSError:
-                    return
-                self._silent_conns.append(conn)  # held open, never written to
-
-        threading.Thread(target=serve, name="silent-listener", daemon=True).start()
+    def _hold_silent(self, s: socket.socket) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = s.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._silent_conns.append(conn)  # held open, never written to
 
     def _write_client_files(self) -> None:
         pub = (self.workdir / "ssh_host_ed25519_key.pub").read_text().split()
@@ -400,8 +405,8 @@ class LoopbackFleet:
                 p.wait(timeout=5)
             if p.stderr:
                 p.stderr.close()
-        if self._silent_sock is not None:
-            self._silent_sock.close()
+        for s in self._silent_socks:
+            s.close()
         for c in self._silent_conns:
             c.close()
 
