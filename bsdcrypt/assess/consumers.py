@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bsdcrypt.assess.findings import CHACHA as ADVICE_CHACHA
-from bsdcrypt.facts import KldFile
+from bsdcrypt.assess.ossl import ossl_unsettled
+from bsdcrypt.facts import CpuFeatures, KldFile
 from bsdcrypt.parsers.ifgroup import parse_groups
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
 from bsdcrypt.parsers.ktls import parse_ktls
-from bsdcrypt.parsers.setkey import needs_root, no_pfkey, parse_setkey_dump
+from bsdcrypt.parsers.setkey import esp_algorithm, needs_root, no_pfkey, parse_setkey_dump
 from bsdcrypt.parsers.sysctl import parse_sysctl, unknown_oids
 from bsdcrypt.parsers.zfs import parse_zfs_get
 from bsdcrypt.probe import Evidence, Step, StepName
@@ -25,11 +26,21 @@ from bsdcrypt.status import ConsumerInfo, ConsumerItem, ConsumerVerdict, Finding
 AES_CIPHERS = frozenset({"AES-GCM", "AES-CCM", "AES-CBC", "AES-ICM", "AES-XTS"})
 CHACHA = "ChaCha20-Poly1305"
 # setkey(8)'s E: names (lib/libipsec/pfkey_dump.c str_alg_enc; rijndael-cbc is the older name of
-# aes-cbc, aes-ctr is OCF's AES-ICM) -> the OCF cipher.
+# aes-cbc, aes-ctr is OCF's AES-ICM; chacha20-poly1305 from commit 9f8f3a8e, 14.0) and the names
+# parsers/setkey.esp_algorithm gives the numbers setkey prints (aes-gmac: SADB_X_EALG_AESGMAC, 23) ->
+# the OCF cipher.
 ESP_CIPHERS = {
     "aes-gcm-16": "AES-GCM", "aes-cbc": "AES-CBC", "rijndael-cbc": "AES-CBC", "aes-ctr": "AES-ICM",
     "null": "NULL", "chacha20-poly1305": CHACHA, "des-cbc": "DES-CBC", "3des-cbc": "3DES-CBC",
     "blowfish-cbc": "Blowfish-CBC", "cast128-cbc": "CAST-128-CBC", "camellia-cbc": "Camellia-CBC",
+    "aes-gmac": "AES-GMAC",
+}
+# AES ciphers whose path through the drivers FreeBSD's sources, as read, do not settle. AES-GMAC ESP
+# (NULL encryption with AES-GMAC integrity, RFC 4543): 12.x aesni_newsession takes GMAC only together
+# with AES-GCM (gcm_hash != gcm: EINVAL), and the 13.x+ xform_esp.c esp_init read sets an AEAD session
+# up for SADB_X_EALG_AESGCM16 only; whether those kernels still accept ealg 23 was not read.
+UNSETTLED_CIPHERS = {
+    "AES-GMAC": "an AES-GMAC SA (RFC 4543): which driver takes it is not settled by FreeBSD's sources as read",
 }
 # The A: HMAC of a cipher+HMAC SA and the names under which a driver lists it (aesni: SHA1/SHA256 when
 # the CPU has SHA extensions; ossl: SHA*-HMAC). One OCF session does cipher and HMAC together, so one
@@ -61,33 +72,52 @@ def zfs_cipher(encryption: str | None) -> str | None:
     return None
 
 
-def _attached(status: Status) -> list[tuple[str, set[str]]]:
-    return [(d.name or "?", set(d.algorithms)) for d in (status.driver, *status.other_drivers) if d.attached]
+def _attached(status: Status, features: CpuFeatures | None = None) -> list[tuple[str, set[str], frozenset[str]]]:
+    """(name, algorithms it offers, algorithms it may offer: not settled) of each attached driver. Only
+    ossl's list depends on the release (assess/ossl.py); the others print theirs at attach."""
+    out = []
+    for d in (status.driver, *status.other_drivers):
+        if d.attached:
+            maybe = ossl_unsettled(status.os, status.cpu, features) if d.name == "ossl" else frozenset()
+            out.append((d.name or "?", set(d.algorithms), maybe - set(d.algorithms)))
+    return out
 
 
 def cipher_verdict(
-    cipher: str | None, status: Status, auth: str | None = None
+    cipher: str | None, status: Status, auth: str | None = None, features: CpuFeatures | None = None
 ) -> tuple[ConsumerVerdict, str | None, str]:
-    """(verdict, driver, why) for a session of `cipher` (+ the HMAC `auth`, a setkey A: name) now."""
+    """(verdict, driver, why) for a session of `cipher` (+ the HMAC `auth`, a setkey A: name) now.
+    `features`: the boot's CPU features (ossl's amd64 AES-GCM depends on them)."""
     if cipher is None:
         return "unknown", None, "its cipher is not one bsdcrypt knows"
+    if cipher in UNSETTLED_CIPHERS:
+        return "unknown", None, UNSETTLED_CIPHERS[cipher]
     if cipher not in AES_CIPHERS:
         return "not-affected", None, f"{cipher} does not use the AES drivers"
     needs = ESP_AUTH.get(auth) if auth else None
     if auth and needs is None:
         return "unknown", None, f"its HMAC {auth} is not one bsdcrypt knows"
     partial: str | None = None
-    for name, algos in _attached(status):
+    maybe: str | None = None
+    attached = _attached(status, features)
+    for name, algos, unsettled in attached:
         if not algos:
             continue
-        if cipher in algos and (needs is None or any(n in algos for n in needs)):
+        has_auth = needs is None or any(n in algos for n in needs)
+        if cipher in algos and has_auth:
             return "accelerated", name, f"{name}0 offers {cipher}" + (f" with {auth}" if auth else "")
-        if cipher in algos:
+        if (cipher in algos or cipher in unsettled) and (has_auth or any(n in unsettled for n in needs or ())):
+            # ossl on a release whose sources were not reachable (13.1-13.x ...): it may offer it
+            maybe = maybe or (f"whether {name}0 offers {cipher} on {status.os.release or 'this release'} "
+                              "is not settled by the FreeBSD sources bsdcrypt could read")
+        elif cipher in algos:
             partial = f"{name}0 offers {cipher} but not {auth}: one session does both, so all of it runs in software"
         elif any(a.startswith("AES") for a in algos) and partial is None:
             partial = f"{name}0 offers no {cipher} ({','.join(sorted(a for a in algos if a.startswith('AES')))})"
-    if any(not algos for _, algos in _attached(status)):
+    if any(not algos for _, algos, _ in attached):
         return "unknown", None, "an attached driver's algorithms are not shown"
+    if maybe:
+        return "unknown", None, maybe
     if partial:
         return "software", None, partial
     cpu, d = status.cpu, status.driver
@@ -124,11 +154,12 @@ def _loaded(kld: list[KldFile], name: str) -> bool | None:
     return any(f.name == f"{name}.ko" for f in kld) or file_containing(kld, name) is not None
 
 
-def consumers(ev: Evidence, status: Status) -> list[ConsumerInfo]:
-    """The six consumers, in KINDS order, each with a verdict (never more than the evidence shows)."""
+def consumers(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> list[ConsumerInfo]:
+    """The six consumers, in KINDS order, each with a verdict (never more than the evidence shows).
+    `features`: the boot's CPU features (dmesg.boot), which ossl's AES-GCM on amd64 depends on."""
     kld = _kld(ev)
-    return [_geli(ev, status), _zfs(ev, status), _ipsec(ev, status, kld), _ktls(ev, status),
-            _ovpn(ev, status, kld), _wireguard(ev, kld)]
+    return [_geli(ev, status), _zfs(ev, status, features), _ipsec(ev, status, kld, features),
+            _ktls(ev, status, features), _ovpn(ev, status, kld, features), _wireguard(ev, kld)]
 
 
 def _geli(ev: Evidence, status: Status) -> ConsumerInfo:
@@ -155,7 +186,7 @@ def _geli(ev: Evidence, status: Status) -> ConsumerInfo:
     return ConsumerInfo("geli", True, _worst(items), f"{len(items)} provider(s)", items=items)
 
 
-def _zfs(ev: Evidence, status: Status) -> ConsumerInfo:
+def _zfs(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> ConsumerInfo:
     st = _step(ev, StepName.ZFS_CRYPTO)
     if st is None:
         return ConsumerInfo("zfs", None, "unknown", "encrypted datasets: unknown", reason=NOT_GATHERED)
@@ -174,7 +205,7 @@ def _zfs(ev: Evidence, status: Status) -> ConsumerInfo:
     items: list[ConsumerItem] = []
     for d in datasets:
         cipher = zfs_cipher(d.encryption)
-        verdict, by, why = cipher_verdict(cipher, status)
+        verdict, by, why = cipher_verdict(cipher, status, features=features)
         if d.keystatus == "unavailable":
             why = f"key not loaded; once loaded: {verdict}" + (f" ({why})" if why else "")
             verdict, by = "not-in-use", None
@@ -197,7 +228,7 @@ def _ipsec_in_kernel(ev: Evidence, kld: list[KldFile]) -> bool | None:
     return None
 
 
-def _ipsec(ev: Evidence, status: Status, kld: list[KldFile]) -> ConsumerInfo:
+def _ipsec(ev: Evidence, status: Status, kld: list[KldFile], features: CpuFeatures | None = None) -> ConsumerInfo:
     in_kernel = _ipsec_in_kernel(ev, kld)
     st = _step(ev, StepName.SETKEY_SAD)
     dump = parse_setkey_dump(st.text) if st is not None else None
@@ -229,11 +260,14 @@ def _ipsec(ev: Evidence, status: Status, kld: list[KldFile]) -> ConsumerInfo:
             cipher: str | None = None
             verdict, by, why = "not-affected", None, "AH authenticates only: no AES cipher"
         else:
-            cipher = ESP_CIPHERS.get(enc or "")
+            name_of = esp_algorithm(enc)  # setkey's name, or the name of the number it printed
+            cipher = ESP_CIPHERS.get(name_of or "")
             # an AEAD (AES-GCM, ChaCha20-Poly1305) SA has no A: line; a cipher+HMAC SA needs both in one driver
-            verdict, by, why = cipher_verdict(cipher, status, auth if cipher in AES_CIPHERS else None)
+            verdict, by, why = cipher_verdict(cipher, status, auth if cipher in AES_CIPHERS else None, features)
             if enc and enc.isdigit():
-                why = f"setkey names no algorithm number {enc}"
+                why = (f"setkey printed algorithm number {enc}, {name_of} in FreeBSD's pfkeyv2.h; {why}" if name_of
+                       else f"setkey printed algorithm number {enc}, which no FreeBSD pfkeyv2.h value bsdcrypt "
+                       "knows names")
         alg = " + ".join(x for x in (enc, auth) if x) or None
         name = f"{len(states)} {satype.upper()} SA" + ("s" if len(states) > 1 else "")
         state = ",".join(sorted({s for s in states if s}))
@@ -241,7 +275,7 @@ def _ipsec(ev: Evidence, status: Status, kld: list[KldFile]) -> ConsumerInfo:
     return ConsumerInfo("ipsec", True, _worst(items), f"{len(dump.sas)} SA(s)", items=items)
 
 
-def _ktls(ev: Evidence, status: Status) -> ConsumerInfo:
+def _ktls(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> ConsumerInfo:
     st = _step(ev, StepName.SYSCTL_KTLS)
     if st is None:
         return ConsumerInfo("ktls", None, "unknown", "kernel TLS: unknown", reason=NOT_GATHERED)
@@ -260,7 +294,12 @@ def _ktls(ev: Evidence, status: Status) -> ConsumerInfo:
             cipher = names[key]
             verdict: ConsumerVerdict
             if path == "sw":
-                verdict, by, why = cipher_verdict(cipher, status)
+                # sys/opencrypto/ktls_ocf.c ktls_ocf_try: AES-GCM and ChaCha20-Poly1305 are one AEAD session;
+                # AES-CBC (TLS 1.0-1.2, transmit only) is two: a CSP_MODE_CIPHER session for AES-CBC and a
+                # separate CSP_MODE_DIGEST one for its HMAC, each given to whichever driver takes it
+                verdict, by, why = cipher_verdict(cipher, status, features=features)
+                if key == "cbc":
+                    why += "; " + _ktls_hmac(status, features)
                 label = "software (OCF)"
             else:
                 verdict = "not-affected" if cipher == CHACHA else "accelerated"
@@ -271,14 +310,35 @@ def _ktls(ev: Evidence, status: Status) -> ConsumerInfo:
     enabled = {True: "enabled", False: "disabled", None: "enable not shown"}[k.enabled]
     if items:
         return ConsumerInfo("ktls", True, _worst(items), f"kernel TLS {enabled}", items=items)
-    would, by, why = cipher_verdict("AES-GCM", status)
+    would, by, why = cipher_verdict("AES-GCM", status, features=features)
     detail = f"kernel TLS {enabled}, no session now"
     if k.enabled:
         detail += f"; AES-GCM sessions would be {would}" + (f" by {by}" if by else f" ({why})")
     return ConsumerInfo("ktls", bool(k.enabled), "not-in-use", detail)
 
 
-def _ovpn(ev: Evidence, status: Status, kld: list[KldFile]) -> ConsumerInfo:
+# The HMACs a KTLS AES-CBC session may use (ktls_ocf_try: CRYPTO_SHA1_HMAC, CRYPTO_SHA2_256_HMAC,
+# CRYPTO_SHA2_384_HMAC) and the names under which a driver lists each: aesni prints SHA1/SHA256 when the
+# CPU has SHA extensions (aesni_auth_supported: SHA1, SHA2-224, SHA2-256 and their HMACs, never
+# SHA2-384); ossl lists them all (assess/ossl.py).
+KTLS_HMACS = (("HMAC-SHA1", ("SHA1", "SHA1-HMAC")), ("HMAC-SHA256", ("SHA256", "SHA2-256-HMAC")),
+              ("HMAC-SHA384", ("SHA2-384-HMAC",)))
+
+
+def _ktls_hmac(status: Status, features: CpuFeatures | None) -> str:
+    """Who computes a KTLS CBC session's HMAC: kern.ipc.tls.sw.cbc does not say which HMAC the
+    sessions use, so each possible one is named with the driver that would take it."""
+    attached = _attached(status, features)
+    if any(not algos for _, algos, _ in attached):
+        return "its HMAC's driver is not known (an attached driver's algorithms are not shown)"
+    parts = []
+    for label, names in KTLS_HMACS:
+        by = next((n for n, algos, _ in attached if any(x in algos for x in names)), None)
+        parts.append(f"{label} by {by}0" if by else f"{label} in software")
+    return "its HMAC is a separate session (the counter does not say which): " + ", ".join(parts)
+
+
+def _ovpn(ev: Evidence, status: Status, kld: list[KldFile], features: CpuFeatures | None = None) -> ConsumerInfo:
     st = _step(ev, StepName.TUNNEL_GROUPS)
     groups = parse_groups(st.text) if st is not None else {}
     ifaces = groups.get("openvpn")
@@ -293,7 +353,7 @@ def _ovpn(ev: Evidence, status: Status, kld: list[KldFile]) -> ConsumerInfo:
             return ConsumerInfo("ovpn-dco", None, "unknown", "if_ovpn.ko loaded" if loaded else "OpenVPN DCO: unknown",
                                 reason="the openvpn interface group was not listed: `ifconfig -g openvpn`")
         return ConsumerInfo("ovpn-dco", False, "not-in-use", "no OpenVPN DCO interface")
-    would, by, why = cipher_verdict("AES-GCM", status)
+    would, by, why = cipher_verdict("AES-GCM", status, features=features)
     items = [ConsumerItem(
         i, "AES-GCM or ChaCha20-Poly1305 (the negotiated data cipher is not shown)", None, "unknown",
         why=f"if AES-GCM: {would}" + (f" by {by}" if by else f" ({why})") + f"; {CHACHA}: not affected",
@@ -370,12 +430,12 @@ def _remedy(status: Status, why: str) -> str:
     return "Check the driver with `bsdcrypt status` as root; " + chacha + "."
 
 
-def add_consumers(ev: Evidence, status: Status) -> Status:
+def add_consumers(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> Status:
     """The one hook (assess/__init__.py): the consumers of a FreeBSD-family host and their findings,
     placed before the others (they say what is slow now). Linux and unknown systems get none."""
     if status.os.name == "Linux" or any(f.id == "unknown-os" for f in status.findings):
         return status
-    status.consumers = consumers(ev, status)
+    status.consumers = consumers(ev, status, features)
     status.findings = findings(status) + [_named(status, f) for f in status.findings]
     return status
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bsdcrypt.assess.ossl import ossl_algorithms
 from bsdcrypt.facts import DmesgBoot, DriverMessage, KldFile
 from bsdcrypt.parse import HostFacts
 from bsdcrypt.parsers.kldstat import file_containing
@@ -56,7 +57,7 @@ def driver_infos(f: HostFacts, os: OSInfo, cpu: CPUInfo) -> list[DriverInfo]:
             # aesni_probe needs AESNI or SHA, armv8_crypto_probe needs AES: this CPU has neither
             info.attached, info.accelerates_aes, info.state = False, False, "no-device"
         if name == "ossl" and info.attached:
-            info.algorithms, info.accelerates_aes = ossl_algorithms(os, cpu, dmesg)
+            info.algorithms, info.accelerates_aes = ossl_algorithms(os, cpu, dmesg.cpu)  # assess/ossl.py
         if name == primary:
             infos.insert(0, info)
         elif info.attached:  # other drivers only when they do something (padlock on Intel never attaches)
@@ -65,43 +66,6 @@ def driver_infos(f: HostFacts, os: OSInfo, cpu: CPUInfo) -> list[DriverInfo]:
         # an architecture without an AES driver, or one that was not shown
         infos.insert(0, DriverInfo(name=None, state="missing" if os.arch else "unknown"))
     return infos
-
-
-# What ossl(4) does (sys/crypto/openssl/ossl.c, ossl_probesession/ossl_lookup_cipher). Its device
-# description is just "OpenSSL crypto", so the algorithms come from the source of the release:
-#   13.0 (@ed0f7721, Mar 2021): SHA1/SHA2 digests and HMACs, Poly1305, ChaCha20, ChaCha20-Poly1305;
-#   main from Sept 2021 (ossl.4 @197ff4c3, 14.0): AES-CBC when ossl_cpuid() finds AES (x86: the AESNI
-#   CPUID bit; arm64: HWCAP_AES); 14.0 amd64: AES-GCM when the CPU has AVX+PCLMULQDQ+MOVBE or
-#   VAES+VPCLMULQDQ (ossl_x86.c; FreeBSD-EN-23:17.ossl fixed it in 14.0). Never AES-XTS, GELI's default.
-# Whether stable/13 (13.1+) got AES-CBC is not verified, nor exactly when 14-CURRENT did: accelerates_aes
-# is None there. (Checked: freebsd-src's ossl.c @ed0f7721 has no cipher but ChaCha20; a later tree @298b6a0e
-# has ossl_lookup_cipher's CRYPTO_AES_CBC case and ossl_aes.c, but nothing in it tells main from stable/13;
-# ossl.4 of a 14.0-CURRENT tree (Nevuqe/nqc @c74f302d, newvers.sh 14.0-CURRENT) is dated September 24, 2021
-# and lists AES-CBC without AES-GCM, so main had it from about then; no releng/13.x or stable/13 copy of
-# sys/crypto/openssl and no 13.x ossl.4 was reachable; the 13.1 release notes do not name ossl. See
-# docs/notes.md, issue 15.)
-OSSL_BASE = (
-    "ChaCha20", "ChaCha20-Poly1305", "Poly1305", "SHA1", "SHA1-HMAC", "SHA2-224", "SHA2-224-HMAC",
-    "SHA2-256", "SHA2-256-HMAC", "SHA2-384", "SHA2-384-HMAC", "SHA2-512", "SHA2-512-HMAC",
-)
-
-
-def ossl_algorithms(os: OSInfo, cpu: CPUInfo, dmesg: DmesgBoot) -> tuple[list[str], bool | None]:
-    """(algorithms, accelerates_aes) of an attached ossl0 on this release and CPU."""
-    algos = list(OSSL_BASE)
-    if os.major is None or os.major < 13:
-        return algos, None  # ossl first appeared in 13.0: an unknown or odd kernel
-    if os.major == 13 and os.minor == 0 and os.branch not in ("STABLE", "PRERELEASE", "CURRENT"):
-        return algos, False  # 13.0-RELEASE (or its BETA/RC): no AES in ossl yet
-    if os.major == 13 or (os.major == 14 and os.branch == "CURRENT") or cpu.aesni is None:
-        return algos, None
-    if not cpu.aesni:
-        return algos, False
-    aes = ["AES-CBC"]
-    f2, ext2 = dmesg.cpu.features2 or frozenset(), dmesg.cpu.stdext2 or frozenset()
-    if os.arch == "amd64" and ({"AVX", "PCLMULQDQ", "MOVBE"} <= f2 or {"VAES", "VPCLMULQDQ"} <= ext2):
-        aes.append("AES-GCM")
-    return aes + algos, True
 
 
 def _registered(f: HostFacts, name: str, kld: list[KldFile], os: OSInfo | None = None) -> bool | None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from bsdcrypt.facts import IpsecSA, KtlsState, SetkeyDump, ZfsDataset
 from bsdcrypt.parsers.ifgroup import members, parse_groups, parse_ifconfig
 from bsdcrypt.parsers.ktls import parse_ktls
-from bsdcrypt.parsers.setkey import needs_root, no_pfkey, parse_setkey_dump
+from bsdcrypt.parsers.setkey import esp_algorithm, needs_root, no_pfkey, parse_setkey_dump
 from bsdcrypt.parsers.sysctl import parse_sysctl
 from bsdcrypt.parsers.zfs import is_encrypted, parse_zfs_get
 
@@ -61,6 +61,12 @@ SETKEY: dict[str, SetkeyDump] = {
     "derived-no-sad-entries.txt": SetkeyDump(True, ()),
     "derived-probe-filtered-cbc-and-unnamed.txt": SetkeyDump(True, (
         SA("esp", "tunnel", "aes-cbc", "hmac-sha2-256", "mature"), SA("esp", "transport", "99", None, "mature"))),
+    # 14.0+ setkey names ChaCha20-Poly1305 (pfkey_dump.c @9f8f3a8e); the key's ninth hex group wraps
+    "derived-14-chacha20-poly1305-aead.txt": SetkeyDump(True, (
+        SA("esp", "transport", "chacha20-poly1305", None, "mature"),
+        SA("esp", "transport", "chacha20-poly1305", None, "mature"))),
+    # 12.x setkey has no name for SADB_X_EALG_AESGMAC: it prints the number
+    "derived-12-aes-gmac-printed-as-number.txt": SetkeyDump(True, (SA("esp", "transport", "23", None, "mature"),)),
 }
 
 
@@ -83,6 +89,20 @@ def test_setkey_errors_say_why() -> None:
 def test_setkey_never_keeps_key_material() -> None:
     for name in ("bsdrp-ipsec-lab-aes-gcm-16-static.txt", "bsdrp-vpn-lab-vti-aes-gcm-16-tunnel-reqid.txt"):
         assert "31323334" not in repr(parse_setkey_dump(load("setkey", name)))
+    for name in ("derived-14-chacha20-poly1305-aead.txt", "derived-12-aes-gmac-printed-as-number.txt"):
+        dump = parse_setkey_dump(load("setkey", name))
+        assert "00010203" not in repr(dump) and "10111213" not in repr(dump)
+
+
+@pytest.mark.parametrize(("printed", "name"), [
+    ("chacha20-poly1305", "chacha20-poly1305"), ("aes-gcm-16", "aes-gcm-16"), ("rijndael-cbc", "rijndael-cbc"),
+    ("23", "aes-gmac"),       # SADB_X_EALG_AESGMAC: no pfkey_dump.c version names it
+    ("12", "aes-cbc"), ("20", "aes-gcm-16"), ("13", "aes-ctr"), ("11", "null"), ("3", "3des-cbc"),
+    ("99", None), ("0", None), ("250", None),  # values bsdcrypt cannot name stay unnamed
+    (None, None),
+])
+def test_esp_algorithm_names_what_setkey_printed(printed: str | None, name: str | None) -> None:
+    assert esp_algorithm(printed) == name
 
 
 # `sysctl net.inet.ipsec...` is read with the sysctl parser; def_policy (sys/netipsec) tells IPsec is in
