@@ -17,6 +17,7 @@ _OID = re.compile(r"^[A-Za-z_][\w%\-]*(?:\.[\w%\-+@#()/ ]*[\w%\-+@#()/]|\.)+$")
 
 
 _MAX_NAME = 256  # longer left sides are not OIDs; bounds the work on hostile lines
+_MAX_JOINED = 64  # entries split off one reflowed line (bounds the work; more on that line are dropped)
 
 
 def _split(line: str) -> tuple[str, str] | None:
@@ -32,11 +33,25 @@ def _split(line: str) -> tuple[str, str] | None:
         start = k + 1
 
 
+def _joined(name: str, value: str) -> tuple[str, str | None]:
+    """(value, rest): a page or an editor that reflowed the listing joins entries on one line
+    (`net.inet.ipsec.ecn: 0 net.inet.ipsec.debug: 0`); the next entry starts at a word that is an
+    OID of the same first two parts followed by `:`. Real values hold no such word."""
+    parts = name.split(".")
+    if len(parts) < 3:
+        return value, None
+    m = re.search(rf"(?:^|\s)({re.escape(parts[0])}\.{re.escape(parts[1])}\.[\w%\-.]+):(?:\s|$)", value)
+    if m is None:
+        return value, None
+    return value[: m.start(1)].strip(), value[m.start(1):]
+
+
 def parse_sysctl(text: str) -> dict[str, str]:
     """Parse `sysctl NAME...` / `sysctl -a` output. Values are stripped at the ends only.
 
     Lines that are not `oid: value` (errors, prompts, kern.conftxt lines) are ignored; an indented
-    line directly after an entry continues a multi-line value (kern.version). Never raises.
+    line directly after an entry continues a multi-line value (kern.version); entries a reflow joined
+    on one line are split (_joined). Never raises.
     """
     out: dict[str, str] = {}
     last: str | None = None
@@ -45,14 +60,19 @@ def parse_sysctl(text: str) -> dict[str, str]:
             last = None
             continue
         parsed = _split(raw)
-        if parsed is not None:
+        if parsed is None:
+            if last is not None and raw[:1] in (" ", "\t") and raw.strip():
+                out[last] = (out[last] + "\n" + raw.strip()).strip()
+            else:
+                last = None
+            continue
+        for _ in range(_MAX_JOINED):
             name, value = parsed
+            value, rest = _joined(name, value)
             out[name] = value
             last = name
-        elif last is not None and raw[:1] in (" ", "\t") and raw.strip():
-            out[last] = (out[last] + "\n" + raw.strip()).strip()
-        else:
-            last = None
+            if rest is None or (parsed := _split(rest)) is None:
+                break
     return out
 
 

@@ -173,3 +173,12 @@ def test_real_tunnel_interfaces_pasted_under_each_driver_state() -> None:
         assert [i.name for i in k["wireguard"].items] == ["wg0"]
         # only named interfaces were shown: whether some other one is a DCO interface is not known
         assert k["ovpn-dco"].present is None and k["ovpn-dco"].verdict == "unknown"
+
+
+def test_ipsec_reflowed_kame_listing_without_def_policy_is_never_no() -> None:
+    # a 4.x-6.x era how-to's `sysctl net.inet.ipsec`: entries joined by the author, no def_policy line (the
+    # leaf the probe asks): IPsec's presence stays unknown, never "not in the kernel"
+    text = (FIX / "ipsec/de-howto-kame-sysctl-net-inet-ipsec-reflowed.txt").read_text().split("# ---\n", 1)[1]
+    for cpu, driver, _, _ in SITUATIONS:
+        c = kinds(status(cpu, driver, 6), sysctl_ipsec=(0, text.encode()))["ipsec"]
+        assert c.present is not False and c.verdict == "unknown"

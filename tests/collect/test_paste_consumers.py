@@ -122,3 +122,12 @@ def test_real_ktls_enable_line_becomes_the_ktls_step() -> None:
     assert ev is not None and ev.steps[StepName.SYSCTL_KTLS].out == b"kern.ipc.tls.enable: 0 -> 1\n"
     ktls = {c.kind: c for c in assess(ev, "p", "paste").consumers}["ktls"]
     assert ktls.present is True and ktls.verdict == "not-in-use"
+
+
+def test_real_reflowed_ipsec_listing_pasted_is_split_into_its_entries() -> None:
+    ev = evidence_from_paste(DMESG + body("ipsec/de-howto-kame-sysctl-net-inet-ipsec-reflowed.txt"))
+    assert ev is not None
+    from bsdcrypt.parsers.sysctl import parse_sysctl
+
+    got = parse_sysctl(ev.steps[StepName.SYSCTL_IPSEC].text)
+    assert len(got) == 10 and got["net.inet.ipsec.ecn"] == "0" and got["net.inet.ipsec.debug"] == "0"

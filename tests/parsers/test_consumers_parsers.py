@@ -106,11 +106,16 @@ def test_esp_algorithm_names_what_setkey_printed(printed: str | None, name: str 
 
 
 # `sysctl net.inet.ipsec...` is read with the sysctl parser; def_policy (sys/netipsec) tells IPsec is in
-# the kernel. The real listing came through `grep`, its first line joined to kern.malloc rows by the page.
-IPSEC: dict[str, dict[str, str]] = {
-    "docunext-2008-pfsense-sysctl-a-grep-ipsec.txt": {
+# the kernel. The real listings: one through `grep`, its first line joined to kern.malloc rows by the page;
+# one reflowed by its author (entries joined on a line: parse_sysctl splits them) and without def_policy.
+IPSEC: dict[str, tuple[int, dict[str, str]]] = {
+    "docunext-2008-pfsense-sysctl-a-grep-ipsec.txt": (12, {
         "net.inet.ipsec.def_policy": "1", "net.inet.ipsec.crypto_support": "0", "net.inet.ipsec.esp_randpad": "-1",
-        "net.inet6.ipsec6.def_policy": "1"},
+        "net.inet6.ipsec6.def_policy": "1"}),
+    "de-howto-kame-sysctl-net-inet-ipsec-reflowed.txt": (10, {
+        "net.inet.ipsec.esp_trans_deflev": "1", "net.inet.ipsec.esp_net_deflev": "1", "net.inet.ipsec.ah_offsetmask": "0",
+        "net.inet.ipsec.dfbit": "0", "net.inet.ipsec.ecn": "0", "net.inet.ipsec.debug": "0",
+        "net.inet.ipsec.esp_randpad": "-1"}),
 }
 
 
@@ -120,9 +125,10 @@ def test_every_ipsec_fixture_has_a_case() -> None:
 
 @pytest.mark.parametrize("name", sorted(IPSEC))
 def test_ipsec_sysctl(name: str) -> None:
+    count, expected = IPSEC[name]
     got = parse_sysctl(load("ipsec", name))
-    assert {k: got.get(k) for k in IPSEC[name]} == IPSEC[name]
-    assert sum(1 for k in got if k.startswith("net.inet.ipsec.")) == 12
+    assert {k: got.get(k) for k in expected} == expected
+    assert sum(1 for k in got if k.startswith("net.inet.ipsec.")) == count
     assert not any("ipsecpolicy" in k or "ipsecpolicy" in v for k, v in got.items())  # the joined junk line
 
 
@@ -140,6 +146,9 @@ KTLS: dict[str, KtlsState] = {
         sessions={"sw": {"cbc": 0, "gcm": 0, "chacha20": 0}, "ifnet": {"cbc": 0, "gcm": 2, "chacha20": 0}},
         active=2),
     "derived-no-ktls-kernel.txt": KtlsState(present=False),
+    # two real lines quoted in an issue: the NIC path only; enable and the software path not shown
+    "opnsense-src296-26.7-15.1-ifnet-lines-quoted.txt": KtlsState(
+        present=True, enabled=None, sessions={"ifnet": {"gcm": 0, "chacha20": 0}}),
 }
 
 

@@ -97,3 +97,20 @@ def test_never_raises(text: str) -> None:
     for k, v in parse_sysctl(text).items():
         assert isinstance(k, str) and isinstance(v, str)
     unknown_oids(text)
+
+
+def test_entries_a_reflow_joined_on_one_line_are_split() -> None:
+    # as a real how-to published `sysctl net.inet.ipsec` (fixtures/parsers/ipsec/de-howto-...): the next
+    # entry starts at a word naming an OID of the same first two parts followed by ":"
+    got = parse_sysctl("net.inet.ipsec.dfbit: 0 net.inet.ipsec.ecn: 0 net.inet.ipsec.debug: 0\n"
+                       "kern.clockrate: { hz = 1000, tick = 1000, profhz = 8129, stathz = 127 }\n"
+                       "hw.model: Intel(R) Xeon(R) CPU            5130  @ 2.00GHz\n"
+                       "kern.ipc.tls.enable: 0 -> 1\n")
+    assert got == {"net.inet.ipsec.dfbit": "0", "net.inet.ipsec.ecn": "0", "net.inet.ipsec.debug": "0",
+                   "kern.clockrate": "{ hz = 1000, tick = 1000, profhz = 8129, stathz = 127 }",
+                   "hw.model": "Intel(R) Xeon(R) CPU            5130  @ 2.00GHz",
+                   "kern.ipc.tls.enable": "0 -> 1"}
+    # a value naming another tree is kept whole; one line gives at most _MAX_JOINED entries
+    assert parse_sysctl("kern.x.y: see net.inet.ip.forwarding: 1\n") == {"kern.x.y": "see net.inet.ip.forwarding: 1"}
+    many = " ".join(f"net.inet.x{i}: {i}" for i in range(500))
+    assert len(parse_sysctl(many)) == 64
