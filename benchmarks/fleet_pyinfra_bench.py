@@ -20,7 +20,8 @@ spread evenly over the hosts file, fails the way hosts of a real fleet do, in eq
   garbage       logs in, and answers any command with noise and no probe output (a broken host)
 
 Tools, each a separate process measured with wait4 (wall time; CPU user+sys of it and its children:
-the openssh path's ssh processes included; peak RSS), in the order A B C, then C B A:
+the openssh path's ssh processes included; peak RSS; started by benchmarks/rusage.py, so that the RSS
+is the tool's own), in the order A B C, then C B A:
   - `bsdcrypt fleet-audit HOSTS -F CONFIG -f json -o FILE -q --parallel N` (the default `--ssh paramiko`)
   - the same with `--ssh openssh`
   - pyinfra the way an admin runs one command on an inventory and reads what comes back:
@@ -51,7 +52,6 @@ import re
 import statistics
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -70,17 +70,19 @@ FAULTS = ("refused", "blackhole", "auth-refused", "changed-key", "garbage")
 
 
 def measure(cmd: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path) -> dict[str, Any]:
-    """One run with its output in files (pyinfra prints every host's output); CPU and peak RSS from wait4."""
+    """One run with its output in files (pyinfra prints every host's output): wall time, CPU and peak RSS
+    from wait4 in benchmarks/rusage.py (a small process of its own: a child of this process, which holds
+    the parsed outputs, would report this process's peak RSS as its own)."""
     import subprocess
 
     load0 = os.getloadavg()[0]
-    start = time.monotonic()
+    ru = out.with_suffix(".rusage.json")
     with out.open("wb") as fo, err.open("wb") as fe:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe)
-        _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    return {"wall": wall, "rc": os.waitstatus_to_exitcode(status), "cpu": ru.ru_utime + ru.ru_stime,
-            "rss_mb": ru.ru_maxrss / 1024, "load_before": load0, "load_after": os.getloadavg()[0]}
+        subprocess.run([sys.executable, "-S", str(REPO / "benchmarks" / "rusage.py"), str(ru), *cmd], cwd=cwd,
+                       env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, check=True)
+    m = json.loads(ru.read_text())
+    return {"wall": m["wall_s"], "rc": m["rc"], "cpu": m["cpu_s"], "rss_mb": m["maxrss_mb"], "load_before": load0,
+            "load_after": os.getloadavg()[0]}
 
 
 def layout(n: int, share: float) -> dict[int, str]:
