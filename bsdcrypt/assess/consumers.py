@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from bsdcrypt.assess.findings import CHACHA as ADVICE_CHACHA
 from bsdcrypt.assess.ossl import ossl_unsettled
+from bsdcrypt.assess.paste import with_consumer_gaps
 from bsdcrypt.facts import CpuFeatures, KldFile
 from bsdcrypt.parsers.ifgroup import parse_groups
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
@@ -311,10 +312,15 @@ def _ktls(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> 
     if items:
         return ConsumerInfo("ktls", True, _worst(items), f"kernel TLS {enabled}", items=items)
     would, by, why = cipher_verdict("AES-GCM", status, features=features)
-    detail = f"kernel TLS {enabled}, no session now"
-    if k.enabled:
-        detail += f"; AES-GCM sessions would be {would}" + (f" by {by}" if by else f" ({why})")
-    return ConsumerInfo("ktls", bool(k.enabled), "not-in-use", detail)
+    would_be = f"; AES-GCM sessions would be {would}" + (f" by {by}" if by else f" ({why})") if k.enabled else ""
+    if "sw" not in k.sessions:
+        # kern.ipc.tls.* proves a KTLS kernel, but without kern.ipc.tls.sw.* the software (OCF) sessions,
+        # the ones the AES drivers serve, were not shown (a real excerpt held only ifnet lines; a
+        # `sysctl kern.ipc.tls.enable=1` line holds none): unknown, not "no session"
+        return ConsumerInfo("ktls", k.enabled, "unknown", f"kernel TLS {enabled}, its software sessions not shown"
+                            + would_be, reason="`sysctl kern.ipc.tls.sw` lists the software (OCF) sessions per cipher")
+    detail = f"kernel TLS {enabled}, no session now" + would_be
+    return ConsumerInfo("ktls", k.enabled, "not-in-use", detail)  # enable not shown: None, not "off"
 
 
 # The HMACs a KTLS AES-CBC session may use (ktls_ocf_try: CRYPTO_SHA1_HMAC, CRYPTO_SHA2_256_HMAC,
@@ -344,6 +350,9 @@ def _ovpn(ev: Evidence, status: Status, kld: list[KldFile], features: CpuFeature
     ifaces = groups.get("openvpn")
     loaded = _loaded(kld, "if_ovpn")
     major = status.os.major
+    if major is not None and major < 14 and not ifaces and not loaded:
+        # if_ovpn(4) arrived in FreeBSD 14.0: a 12.x/13.x kernel has no DCO, whatever was not gathered
+        return ConsumerInfo("ovpn-dco", False, "not-in-use", "no OpenVPN DCO (if_ovpn arrived in FreeBSD 14.0)")
     if ifaces is None and loaded is None:
         return ConsumerInfo("ovpn-dco", None, "unknown", "OpenVPN DCO: unknown", reason=NOT_GATHERED)
     if not ifaces:
@@ -436,7 +445,9 @@ def add_consumers(ev: Evidence, status: Status, features: CpuFeatures | None = N
     if status.os.name == "Linux" or any(f.id == "unknown-os" for f in status.findings):
         return status
     status.consumers = consumers(ev, status, features)
-    status.findings = findings(status) + [_named(status, f) for f in status.findings]
+    # a paste's paste-partial finding names the consumer outputs it lacks (assess/paste.py)
+    status.findings = findings(status) + [
+        with_consumer_gaps(_named(status, f), ev, status.consumers) for f in status.findings]
     return status
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bsdcrypt.parse import HostFacts
-from bsdcrypt.probe import FILE_PREFIX, File, StepName, file_step
-from bsdcrypt.status import Finding, Status
+from bsdcrypt.parsers.ifgroup import parse_groups
+from bsdcrypt.probe import FILE_PREFIX, Evidence, File, StepName, file_step
+from bsdcrypt.status import ConsumerInfo, Finding, Status
 
 # What each pasted output decides, for the paste-partial finding (docs/analyze.md has the full table).
 PASTE_PARTS = (
@@ -13,6 +16,63 @@ PASTE_PARTS = (
     (StepName.GELI_LIST, "geli list", "the GELI providers' crypto path now"),
     (StepName.SYSCTL_DEV, "sysctl dev.aesni", "whether aesni0 is attached now"),
 )
+
+
+# The kernel crypto consumers' outputs (issue 27) a paste may lack: (step, tunnel group or None, the
+# command that completes it, what it decides, the consumer it decides). The commands are the ones
+# `analyze` reads back (collect/paste.py) and the probe runs (probe.py, read-only).
+CONSUMER_PARTS = (
+    (StepName.ZFS_CRYPTO, None, "zfs get -t filesystem,volume encryption,keystatus",
+     "ZFS native encryption: the encrypted datasets, their cipher and key status", "zfs"),
+    (StepName.SYSCTL_IPSEC, None, "sysctl net.inet.ipsec", "whether IPsec is in the kernel", "ipsec"),
+    (StepName.SETKEY_SAD, None, "setkey -D", "as root: the IPsec SAs' ciphers", "ipsec"),
+    (StepName.SYSCTL_KTLS, None, "sysctl kern.ipc.tls", "kernel TLS: enabled, its sessions per cipher", "ktls"),
+    (StepName.TUNNEL_GROUPS, "openvpn", "ifconfig -g openvpn", "the OpenVPN DCO interfaces", "ovpn-dco"),
+    (StepName.TUNNEL_GROUPS, "wg", "ifconfig -g wg", "the WireGuard interfaces", "wireguard"),
+)
+
+
+def _consumer_pasted(ev: Evidence, step: str, group: str | None) -> bool:
+    st = ev.step(step)
+    if st is None or group is None:
+        return st is not None
+    return group in parse_groups(st.text)
+
+
+def _consumer_instead(step: str, c: ConsumerInfo | None) -> str | None:
+    """What the pasted parts told of a consumer in place of its own output (a release without if_ovpn,
+    a kernel without IPsec, if_wg.ko in kldstat ...), if anything."""
+    if c is None or (c.present is None and c.verdict == "unknown"):
+        return None
+    if c.kind == "ipsec":
+        # the other IPsec output (or ipsec.ko in kldstat) told whether IPsec is in the kernel; only
+        # "not in the kernel" makes the SAs moot
+        if c.present is None or (step == StepName.SETKEY_SAD and c.present):
+            return None
+        return "IPsec is in the kernel" if c.present else "IPsec is not in the kernel"
+    return c.detail
+
+
+def consumer_gaps(ev: Evidence, consumers: list[ConsumerInfo]) -> str | None:
+    """The sentence the paste-partial finding gains when the paste lacks consumer outputs: each command
+    that would complete it, what it decides, and what the other parts told instead."""
+    by_kind = {c.kind: c for c in consumers}
+    lacking = []
+    for step, group, command, what, kind in CONSUMER_PARTS:
+        if not _consumer_pasted(ev, step, group):
+            instead = _consumer_instead(step, by_kind.get(kind))
+            lacking.append(f"`{command}` ({what}{'; here ' + instead if instead else ''})")
+    if not lacking:
+        return None
+    return (" Kernel crypto consumers' outputs not pasted: " + "; ".join(lacking)
+            + ": paste them too for their verdicts.")
+
+
+def with_consumer_gaps(finding: Finding, ev: Evidence, consumers: list[ConsumerInfo]) -> Finding:
+    """paste-partial, completed with the consumer outputs the paste lacks (the consumers are assessed
+    after the other findings: assess/consumers.add_consumers calls this)."""
+    gaps = consumer_gaps(ev, consumers) if finding.id == "paste-partial" else None
+    return replace(finding, message=finding.message + gaps) if gaps else finding
 
 
 def _told_instead(step: str, status: Status) -> str | None:
@@ -34,7 +94,9 @@ def paste_finding(f: HostFacts, status: Status) -> Finding:
         (file_step(File.DMESG_BOOT), "dmesg"), (StepName.DMESG_FILTERED, "filtered dmesg"),
         (StepName.KLDSTAT_V, "kldstat"), (StepName.KLDSTAT_FILTERED, "filtered kldstat"),
         (StepName.UNAME_A, "uname -a"), (StepName.GELI_LIST, "geli list"), (StepName.SYSCTL, "sysctl"),
-        (StepName.KENV_SMBIOS, "kenv"),
+        (StepName.KENV_SMBIOS, "kenv"), (StepName.ZFS_CRYPTO, "zfs get"),
+        (StepName.SYSCTL_IPSEC, "sysctl net.inet.ipsec"), (StepName.SETKEY_SAD, "setkey -D"),
+        (StepName.SYSCTL_KTLS, "sysctl kern.ipc.tls"), (StepName.TUNNEL_GROUPS, "ifconfig groups"),
     ) if step in f.shown] + sorted(k[len(FILE_PREFIX):] for k in f.shown if k.startswith(file_step("/boot/")))
     lacking = []
     for step, label, what in PASTE_PARTS:

@@ -159,3 +159,11 @@ def test_ktls_cbc_on_a_vm_hiding_aesni_is_software_for_the_cipher() -> None:
     items = _ktls_items(host("hidden", "no-device", "14.1-RELEASE"))
     assert items["AES-CBC"][0] == "software" and items["AES-GCM"][0] == "software"
     assert "HMAC-SHA384 in software" in items["AES-CBC"][2]
+
+
+def test_ktls_without_the_sw_counters_is_unknown_not_unused() -> None:
+    # an excerpt with only the NIC (ifnet) counters proves a KTLS kernel but shows no software session
+    ifnet = (0, b"kern.ipc.tls.ifnet.gcm: 0\nkern.ipc.tls.ifnet.chacha20: 0\n")
+    c = kinds(host("aesni", "attached", "15.0-RELEASE"), sysctl_ktls=ifnet)["ktls"]
+    assert (c.present, c.verdict, c.items) == (None, "unknown", [])
+    assert "software sessions not shown" in c.detail and "kern.ipc.tls.sw" in (c.reason or "")

@@ -186,7 +186,11 @@ def test_ktls_absent_kernel_and_enabled_without_sessions() -> None:
     c = by_kind(status("aesni", "not-loaded", 12), ev(sysctl_ktls=(1, out("ktls/derived-no-ktls-kernel.txt"))))["ktls"]
     assert c.present is False
     c = by_kind(status("hidden", "no-device", 15), ev(sysctl_ktls=(0, b"kern.ipc.tls.enable: 1\n")))["ktls"]
-    assert c.present is True and c.verdict == "not-in-use" and "would be software" in c.detail
+    # the sw session counters were not shown: unknown, not "no session"
+    assert c.present is True and c.verdict == "unknown" and "would be software" in c.detail
+    zero = b"kern.ipc.tls.enable: 1\nkern.ipc.tls.sw.cbc: 0\nkern.ipc.tls.sw.gcm: 0\nkern.ipc.tls.sw.chacha20: 0\n"
+    c = by_kind(status("hidden", "no-device", 15), ev(sysctl_ktls=(0, zero)))["ktls"]
+    assert c.present is True and c.verdict == "not-in-use" and "no session now" in c.detail
 
 
 TUNNELS = (0, out("tunnels/derived-14-ovpn-and-wg.txt"))
