@@ -72,17 +72,39 @@ FAULTS = ("refused", "blackhole", "auth-refused", "changed-key", "garbage")
 def measure(cmd: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path) -> dict[str, Any]:
     """One run with its output in files (pyinfra prints every host's output): wall time, CPU and peak RSS
     from wait4 in benchmarks/rusage.py (a small process of its own: a child of this process, which holds
-    the parsed outputs, would report this process's peak RSS as its own)."""
+    the parsed outputs, would report this process's peak RSS as its own). `phases`: when each of
+    pyinfra's "--> " stage lines appeared on stderr, in seconds from the start (read every 0.2 s)."""
     import subprocess
+    import threading
+    import time
 
     load0 = os.getloadavg()[0]
     ru = out.with_suffix(".rusage.json")
+    phases: dict[str, float] = {}
+    done = threading.Event()
+
+    def watch(start: float) -> None:
+        seen = 0
+        while not done.wait(0.2):
+            with err.open("rb") as fh:
+                fh.seek(seen)
+                chunk = fh.read()
+            cut = chunk.rfind(b"\n") + 1
+            seen += cut
+            for line in chunk[:cut].decode(errors="replace").splitlines():
+                if line.startswith("--> "):
+                    phases.setdefault(line[4:].rstrip(".:"), round(time.monotonic() - start, 1))
+
     with out.open("wb") as fo, err.open("wb") as fe:
+        watcher = threading.Thread(target=watch, args=(time.monotonic(),), daemon=True)
+        watcher.start()
         subprocess.run([sys.executable, "-S", str(REPO / "benchmarks" / "rusage.py"), str(ru), *cmd], cwd=cwd,
                        env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, check=True)
+        done.set()
+        watcher.join()
     m = json.loads(ru.read_text())
     return {"wall": m["wall_s"], "rc": m["rc"], "cpu": m["cpu_s"], "rss_mb": m["maxrss_mb"], "load_before": load0,
-            "load_after": os.getloadavg()[0]}
+            "load_after": os.getloadavg()[0], "phases": phases}
 
 
 def layout(n: int, share: float) -> dict[int, str]:
@@ -268,6 +290,7 @@ def run(args: argparse.Namespace) -> None:
                        "exit": m["rc"], "answered": got["counts"].get("answered", 0), "rows": got["counts"],
                        "connections": sum(conns.values()), "execs": sum(execs.values()),
                        "load_before": round(m["load_before"], 2), "load_after": round(m["load_after"], 2),
+                       **({"phases": m["phases"]} if m["phases"] else {}),
                        "wrong": got["wrong"][:5], "wrong_count": len(got["wrong"])}
                 results.append(row)
                 print(json.dumps(row), flush=True)
