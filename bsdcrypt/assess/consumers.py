@@ -21,6 +21,7 @@ from bsdcrypt.parsers.ktls import parse_ktls
 from bsdcrypt.parsers.setkey import esp_algorithm, needs_root, no_pfkey, parse_setkey_dump
 from bsdcrypt.parsers.sysctl import parse_sysctl, unknown_oids
 from bsdcrypt.parsers.zfs import parse_zfs_get
+from bsdcrypt.platform import GUI_LOADED
 from bsdcrypt.probe import Evidence, Step, StepName
 from bsdcrypt.status import ConsumerInfo, ConsumerItem, ConsumerVerdict, Finding, Status
 
@@ -350,25 +351,38 @@ def _ovpn(ev: Evidence, status: Status, kld: list[KldFile], features: CpuFeature
     ifaces = groups.get("openvpn")
     loaded = _loaded(kld, "if_ovpn")
     major = status.os.major
-    if major is not None and major < 14 and not ifaces and not loaded:
-        # if_ovpn(4) arrived in FreeBSD 14.0: a 12.x/13.x kernel has no DCO, whatever was not gathered
-        return ConsumerInfo("ovpn-dco", False, "not-in-use", "no OpenVPN DCO (if_ovpn arrived in FreeBSD 14.0)")
+    if major is not None and major < 14 and not loaded:
+        # if_ovpn(4) arrived in FreeBSD 14.0: a 12.x/13.x kernel has no DCO, whatever was not gathered;
+        # members of group openvpn there are pfSense's tun(4)-based OpenVPN interfaces (openvpn.inc)
+        tun = f" ({len(ifaces)} OpenVPN interface(s) over tun/tap)" if ifaces else ""
+        return ConsumerInfo("ovpn-dco", False, "not-in-use", f"no OpenVPN DCO (if_ovpn arrived in FreeBSD 14.0){tun}")
     if ifaces is None and loaded is None:
         return ConsumerInfo("ovpn-dco", None, "unknown", "OpenVPN DCO: unknown", reason=NOT_GATHERED)
-    if not ifaces:
-        if major is not None and major < 14 and not loaded:
-            return ConsumerInfo("ovpn-dco", False, "not-in-use", "no OpenVPN DCO (if_ovpn arrived in FreeBSD 14.0)")
-        if ifaces is None:  # only kldstat: a module loaded says nothing of tunnels now
-            return ConsumerInfo("ovpn-dco", None, "unknown", "if_ovpn.ko loaded" if loaded else "OpenVPN DCO: unknown",
-                                reason="the openvpn interface group was not listed: `ifconfig -g openvpn`")
-        return ConsumerInfo("ovpn-dco", False, "not-in-use", "no OpenVPN DCO interface")
+    if ifaces is None:  # only kldstat: a module loaded says nothing of tunnels now
+        return ConsumerInfo("ovpn-dco", None, "unknown", "if_ovpn.ko loaded" if loaded else "OpenVPN DCO: unknown",
+                            reason="the openvpn interface group was not listed: `ifconfig -g openvpn`")
+    # pfSense puts its tun(4)/tap(4)-based OpenVPN interfaces in group openvpn too; they are also in the
+    # group of their own cloner (tun, tap), if_ovpn's never are (a layer-3 cloner named "openvpn")
+    over_tun = {i for g in ("tun", "tap") for i in groups.get(g, [])}
+    dco = [i for i in ifaces if i not in over_tun]
+    # told apart when tun and tap were listed; without them only the appliances that group their own
+    # OpenVPN interfaces (pfSense's openvpn.inc; OPNsense's "OpenVPN" rule group) leave it open: on
+    # FreeBSD itself group openvpn is if_ovpn's cloner group (inferred: an admin could add any interface)
+    told = ("tun" in groups and "tap" in groups) or status.os.variant not in GUI_LOADED
+    if not dco:
+        extra = f" ({len(ifaces)} OpenVPN interface(s) over tun/tap)" if ifaces else ""
+        return ConsumerInfo("ovpn-dco", False, "not-in-use", "no OpenVPN DCO interface" + extra)
     would, by, why = cipher_verdict("AES-GCM", status, features=features)
     items = [ConsumerItem(
         i, "AES-GCM or ChaCha20-Poly1305 (the negotiated data cipher is not shown)", None, "unknown",
         why=f"if AES-GCM: {would}" + (f" by {by}" if by else f" ({why})") + f"; {CHACHA}: not affected",
-    ) for i in ifaces]
-    return ConsumerInfo("ovpn-dco", True, "unknown", f"{len(ifaces)} DCO interface(s)",
-                        reason="OpenVPN's status or log names the data cipher", items=items)
+    ) for i in dco]
+    if told:
+        return ConsumerInfo("ovpn-dco", True, "unknown", f"{len(dco)} DCO interface(s)",
+                            reason="OpenVPN's status or log names the data cipher", items=items)
+    return ConsumerInfo("ovpn-dco", None, "unknown", f"{len(dco)} interface(s) in group openvpn",
+                        reason="DCO or pfSense's OpenVPN over tun/tap: `ifconfig -g tun; ifconfig -g tap` tells "
+                        "(their members are not DCO)", items=items)
 
 
 def _wireguard(ev: Evidence, kld: list[KldFile]) -> ConsumerInfo:

@@ -167,3 +167,25 @@ def test_ktls_without_the_sw_counters_is_unknown_not_unused() -> None:
     c = kinds(host("aesni", "attached", "15.0-RELEASE"), sysctl_ktls=ifnet)["ktls"]
     assert (c.present, c.verdict, c.items) == (None, "unknown", [])
     assert "software sessions not shown" in c.detail and "kern.ipc.tls.sw" in (c.reason or "")
+
+
+# OpenVPN DCO: group openvpn is if_ovpn's cloner group, but pfSense/OPNsense put their tun/tap-based
+# OpenVPN interfaces there too (pfSense openvpn.inc); those are also in group tun or tap
+@pytest.mark.parametrize(("variant", "release", "listing", "present", "verdict", "names"), [
+    ("freebsd", "14.1-RELEASE", b"== openvpn\novpn0\n== wg\n", True, "unknown", ["ovpn0"]),
+    ("pfsense", "14.0-CURRENT", b"== openvpn\novpns1\novpn0\n== wg\n", None, "unknown", ["ovpns1", "ovpn0"]),
+    ("pfsense", "14.0-CURRENT", b"== openvpn\novpns1\novpn0\n== wg\n== tun\novpns1\n== tap\n", True, "unknown",
+     ["ovpn0"]),
+    ("pfsense", "14.0-CURRENT", b"== openvpn\novpns1\n== wg\n== tun\n== tap\novpns1\n", False, "not-in-use", []),
+    ("pfsense", "12.3-RELEASE", b"== openvpn\novpns1\n== wg\n", False, "not-in-use", []),  # no if_ovpn before 14.0
+    ("freebsd", "13.2-RELEASE", b"== wg\n", False, "not-in-use", []),  # openvpn group not listed: the release tells
+])
+def test_ovpn_dco_tells_dco_from_openvpn_over_tun(
+    variant: str, release: str, listing: bytes, present: bool | None, verdict: str, names: list[str]
+) -> None:
+    s = host("aesni", "attached", release)
+    s.os.variant = variant
+    c = kinds(s, tunnel_groups=(0, listing))["ovpn-dco"]
+    assert (c.present, c.verdict, [i.name for i in c.items]) == (present, verdict, names)
+    if present is None:
+        assert "ifconfig -g tun" in (c.reason or "")
