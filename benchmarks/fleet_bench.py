@@ -175,7 +175,7 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=32)
     ap.add_argument("--before", help="also measure bsdcrypt at this git revision")
     ap.add_argument("--tools", default="bsdcrypt,openssh,ssh,before,oneline,v1,buffered",
-                    help="which tools to run (bsdcrypt, before, oneline, v1, buffered)")
+                    help="which tools to run (bsdcrypt, openssh, ssh, before, before-openssh, oneline, v1, buffered)")
     ap.add_argument("--json", help="also write every run as JSON here")
     args = ap.parse_args()
     enter_private_netns("fleet_bench.py")
@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> None:
               f"one in {', '.join(differ) or 'nothing'}")
     env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", IN_NETNS)}
     before_dir = None
-    if args.before and "before" in wanted:
+    if args.before and ("before" in wanted or "before-openssh" in wanted):
         before_dir = work / "before"
         before_dir.mkdir()
         archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before], capture_output=True, check=True)
@@ -270,26 +270,34 @@ def run(args: argparse.Namespace) -> None:
         out: dict[str, tuple[list[str], Path]] = {}
         if "bsdcrypt" in wanted:
             out["bsdcrypt"] = ([sys.executable, *fleet_audit], REPO)
+        own = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write('SELF_CPU %f\\n' % "
+               "sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))); from bsdcrypt.cli import main; main()")
         if "openssh" in wanted:  # the same run over the system ssh (children's CPU counted: wait4); SELF_CPU
             # on stderr at exit is bsdcrypt's own process alone (getrusage(RUSAGE_SELF), no ssh children)
-            own = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write('SELF_CPU %f\\n' % "
-                   "sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))); from bsdcrypt.cli import main; main()")
             out["bsdcrypt openssh"] = ([sys.executable, "-c", own, *fleet_audit[2:], "--ssh", "openssh"], REPO)
         if "ssh" in wanted:  # the system ssh alone with the same probe: what the openssh run costs in ssh
             out["ssh buffered"] = ([sys.executable, str(REPO / "benchmarks" / "fleet_baseline_openssh.py"),
                                     str(hosts), str(fleet.ssh_config), str(args.parallel)], REPO)
         if before_dir is not None:
             out[f"bsdcrypt@{args.before}"] = ([sys.executable, *fleet_audit], before_dir)
+        if before_dir is not None and "before-openssh" in wanted:  # REV over the system ssh, measured as above
+            out[f"bsdcrypt@{args.before} openssh"] = ([sys.executable, "-c", own, *fleet_audit[2:], "--ssh", "openssh"],
+                                                      before_dir)
         for kind in ("oneline", "v1", "buffered"):
             if kind in wanted:
                 out[f"paramiko {kind}"] = ([sys.executable, *base, kind], REPO)
         return out
 
     startup: dict[str, float] = {}
+    startup_self: dict[str, float] = {}  # the start-up of bsdcrypt's own process alone (SELF_CPU), no children
     for name, (cmd, cwd) in tools(closed, work / "closed.json").items():
-        cpus = [run_measured(cmd, dict(env, PYTHONPATH=str(cwd)), cwd)["cpu"] for _ in range(3)]
-        startup[name] = statistics.median(cpus)
-    print("start-up CPU (one closed port): " + ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in startup.items()))
+        runs = [run_measured(cmd, dict(env, PYTHONPATH=str(cwd)), cwd) for _ in range(3)]
+        startup[name] = statistics.median(r["cpu"] for r in runs)
+        selfs = [float(m.group(1)) for r in runs if (m := re.search(r"SELF_CPU ([0-9.]+)", r["err"]))]
+        if len(selfs) == len(runs):
+            startup_self[name] = statistics.median(selfs)
+    print("start-up CPU (one closed port): " + ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in startup.items())
+          + "".join(f"; {k} own process alone {1000 * v:.0f} ms" for k, v in startup_self.items()))
     try:
         for n in sizes:
             addrs = list(fleet.hosts)[:n]
@@ -338,8 +346,10 @@ def run(args: argparse.Namespace) -> None:
                         "peak_rss_mb": round(m["rss_mb"], 1),
                         "segments_per_host": round(m["segments"] / n, 1),
                         "one_conn_one_exec_each": one_each, "failed": failed, "problem": problem,
-                        **({"own_cpu_ms_per_host": round(1000 * (float(own.group(1)) - startup[name]) / n, 2)}
-                           if (own := re.search(r"SELF_CPU ([0-9.]+)", m["err"])) else {}),
+                        # bsdcrypt's own process alone: its getrusage(RUSAGE_SELF) at exit, less its own start-up
+                        **({"own_cpu_ms_per_host": round(1000 * (float(own.group(1)) - startup_self[name]) / n, 2),
+                            "children_cpu_ms_per_host": round(1000 * (m["cpu"] - float(own.group(1))) / n, 2)}
+                           if (own := re.search(r"SELF_CPU ([0-9.]+)", m["err"])) and name in startup_self else {}),
                     }
                     results.append(row)
                     print(json.dumps(row), flush=True)
@@ -365,13 +375,14 @@ def summarize(results: list[dict[str, Any]], writes: dict[str, list[int]]) -> No
 
     cols = ["wall_s", "hosts_per_s", "cpu_ms_per_host", "cpu_ms_per_host_no_startup", "peak_rss_mb",
             "segments_per_host"]
+    cols += [c for c in ("own_cpu_ms_per_host", "children_cpu_ms_per_host") if any(c in r for r in results)]
     rows = []
     keys = sorted({(r["hosts"], r["tool"]) for r in results}, key=lambda k: (k[0], [r["tool"] for r in results]
                                                                             .index(k[1])))
     for n, tool in keys:
         rs = [r for r in results if r["hosts"] == n and r["tool"] == tool]
-        rows.append([tool, n, len(rs), *(_mm([r[c] for r in rs], 1 if c != "cpu_ms_per_host" and
-                                             c != "cpu_ms_per_host_no_startup" else 2) for c in cols)])
+        rows.append([tool, n, len(rs), *(_mm([r[c] for r in rs], 2 if "cpu" in c else 1)
+                                         if all(c in r for r in rs) else "" for c in cols)])
     print(tabulate(rows, headers=["tool", "hosts", "rounds", *cols], tablefmt="github"))
     for n in sorted({r["hosts"] for r in results}):
         ours = [r for r in results if r["hosts"] == n and r["tool"] == "bsdcrypt"]

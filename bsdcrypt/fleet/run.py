@@ -20,12 +20,13 @@ paramiko is imported only if the fleet has SSH entries (replay-only fleets never
 from __future__ import annotations
 
 import os
+import queue
 import resource
 import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ DEFAULT_TIMEOUT = 30.0
 GRACE = 2.0  # after the deadline, how long an aborted worker may take to give up
 FDS_PER_HOST = 4  # socket, agent socket, and a ProxyCommand's pipes
 FD_RESERVE = 64
+WATCH_TICK = 0.1  # seconds between two looks of the watchdog at the hosts in flight
 
 
 
@@ -383,15 +385,24 @@ def run_fleet(
     parallel = fd_limit_parallel(max(1, min(options.parallel, total or 1)))
     run = _Run(entries, options, auditor, dupes, progress)
     pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="fleet-worker")
-    index = {pool.submit(run.task, i): i for i in order}
+    # Finished futures arrive on a queue: one wake-up per result or per tick of the watchdog, whatever the
+    # number of hosts (wait() on every pending future would take each one's lock at every wake-up).
+    finished: queue.SimpleQueue[Future[HostResult | _Duplicate | None]] = queue.SimpleQueue()
+    index: dict[Future[HostResult | _Duplicate | None], int] = {}
+    for i in order:
+        future = pool.submit(run.task, i)
+        index[future] = i
+        future.add_done_callback(finished.put)
     pending = set(index)
     given: set[int] = set()
     try:
         while pending:
-            finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            ready = _drain(finished, WATCH_TICK)
             before = run.done
-            for future in finished:
-                run.take(index[future], future.result())
+            for future in ready:
+                if future in pending:  # not given up meanwhile
+                    pending.discard(future)
+                    run.take(index[future], future.result())
             run.watch(given)
             if given:
                 pending = {f for f in pending if index[f] not in given}
@@ -427,6 +438,19 @@ def run_fleet(
     fleet = FleetRun(final, time.monotonic() - started, parallel, options.timeout, workers=len(run.threads))
     fleet.duplicates = dupes.notes(entries) if dupes is not None else []
     return fleet
+
+
+def _drain(finished: queue.SimpleQueue[Any], timeout: float) -> list[Any]:
+    """What is on `finished` now, waiting up to `timeout` for the first one."""
+    try:
+        ready = [finished.get(timeout=timeout)]
+    except queue.Empty:
+        return []
+    while True:
+        try:
+            ready.append(finished.get_nowait())
+        except queue.Empty:
+            return ready
 
 
 def _sweep() -> None:

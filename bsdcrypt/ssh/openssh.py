@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import signal
 import subprocess
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 
 from bsdcrypt.hostapi import REMOTE_COMMAND, RunResult, stdin_script
 from bsdcrypt.hostspec import SSHSpec
+from bsdcrypt.ssh.driver import ABORTED, FAILED, OVERFLOW, TIMEOUT, Conversation, driver
 from bsdcrypt.ssh.errors import SSHError, shown_bytes, ssh_spec
 from bsdcrypt.ssh.files import check_regular
 from bsdcrypt.ssh.includes import SYSTEM_CONFIG_DIR, read_config
@@ -32,7 +32,7 @@ SLOW_NOTE_AFTER = 3.0  # seconds without a byte from ssh before `on_slow` is tol
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 15
 MAX_OUTPUT = 32 * 1024 * 1024
-_EXIT_GRACE = 0.5  # after ssh exited: how long its pipes may stay open (a ControlPersist master's copy)
+_BACKSTOP = 5.0  # past the deadline, how long a host waits for the loop before giving up on it
 
 # ssh's stderr (OpenSSH 7-9: ssh.c, sshconnect.c, sshconnect2.c, readconf.c) -> the error kind
 _DIAGNOSTICS: tuple[tuple[str, str], ...] = (
@@ -135,6 +135,7 @@ class OpenSSHHost:
         self.max_output = max_output
         self.execs = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        self._conv: Conversation | None = None
         self._aborted = False
 
     @classmethod
@@ -157,6 +158,8 @@ class OpenSSHHost:
     def abort(self) -> None:
         self._aborted = True
         self._kill()
+        if self._conv is not None:
+            self._conv.abort()
 
     def _kill(self) -> None:
         proc = self._proc
@@ -174,20 +177,25 @@ class OpenSSHHost:
         # ssh gives up on the connect and banner first (its own words in the row), before the deadline kills it
         argv = self.context.argv(self.alias, self.user, self.port, min(DEFAULT_CONNECT_TIMEOUT, max(1.0, limit * 0.8)))
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True)
+            # start_new_session: its own process group, killed whole; nothing here keeps CPython from vfork()
+            proc = subprocess.Popen(argv, bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise SSHError("config", f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         self._proc = proc
         self.execs += 1
+        conv = Conversation(proc, stdin_script(command, input), deadline, self.max_output,
+                            SLOW_NOTE_AFTER if self.on_slow is not None else None, self._slow_note)
+        self._conv = conv
         try:
-            out, err = self._talk(proc, stdin_script(command, input), deadline, limit)
+            out, err = self._talk(conv, deadline, limit)
         finally:
             self._kill()
             proc.wait()
-            for pipe in (proc.stdin, proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+            if conv.done.is_set():  # else the loop still holds them: it closes them when it lets go
+                for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
         rc = proc.returncode
         if rc == 255:
             failure = ssh_failure(err, self.where)
@@ -196,65 +204,37 @@ class OpenSSHHost:
                                           + (f": {_line(err.splitlines()[-1])}" if err.strip() else ""))
         return RunResult(rc if rc >= 0 else -1, out, err)
 
-    def _talk(self, proc: subprocess.Popen[bytes], data: bytes, deadline: float, limit: float) -> tuple[bytes, bytes]:
-        assert proc.stdin and proc.stdout and proc.stderr
-        fds = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
-        stdin = proc.stdin.fileno()
-        os.set_blocking(stdin, False)
-        poller = select.poll()
-        for fd in fds:
-            poller.register(fd, select.POLLIN)
-        poller.register(stdin, select.POLLOUT)
-        sent = 0
-        open_fds = set(fds)
-        exited_at: float | None = None
-        size = 0
-        # ssh shows no progress without -v: a note (on a terminal) when it has printed nothing for a while
-        slow_at = time.monotonic() + SLOW_NOTE_AFTER if self.on_slow is not None else None
-        while open_fds:
-            now = time.monotonic()
-            if slow_at is not None and now >= slow_at and size == 0 and self.on_slow is not None:
-                slow_at = None
-                self.on_slow(f"still waiting for {self.where}: ssh has printed nothing yet (connecting, "
-                             "or the probe is still running)")
-            if self._aborted or now >= deadline:
-                self._kill()
-                said = "" if fds[proc.stdout.fileno()] else " (no output yet: still connecting?)"
-                raise SSHError("timeout", f"timed out after {limit:g}s{said}")
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > _EXIT_GRACE:
-                break
-            for fd, event in poller.poll(max(1, min(deadline - now, 0.25) * 1000)):
-                if fd == stdin:
-                    try:
-                        sent += os.write(stdin, data[sent:sent + 65536])
-                    except (BrokenPipeError, OSError):
-                        sent = len(data)
-                    if sent >= len(data):
-                        poller.unregister(stdin)
-                        proc.stdin.close()
-                    continue
-                chunk = os.read(fd, 65536) if event & (select.POLLIN | select.POLLHUP | select.POLLERR) else b""
-                if not chunk:
-                    poller.unregister(fd)
-                    open_fds.discard(fd)
-                    continue
-                fds[fd] += chunk
-                size += len(chunk)
-                if size > self.max_output:
-                    self._kill()
-                    shown = f"{self.max_output >> 20} MiB" if self.max_output >= 1 << 20 else \
-                        f"{self.max_output >> 10} KiB"
-                    raise SSHError("garbage", f"the host printed more than {shown} (stdout and stderr together), "
-                                   "more than this command can print: the rest was not read")
-        if exited_at is None:
+    def _slow_note(self) -> None:
+        if self.on_slow is not None:
+            self.on_slow(f"still waiting for {self.where}: ssh has printed nothing yet (connecting, "
+                         "or the probe is still running)")
+
+    def _talk(self, conv: Conversation, deadline: float, limit: float) -> tuple[bytes, bytes]:
+        """Hand the conversation to the process's one ssh loop (ssh/driver.py) and sleep until it ends."""
+        loop = driver()
+        loop.drive(conv)
+        if self._aborted:  # abort() may have come before the loop had it
+            conv.abort()
+        if not conv.done.wait(max(0.0, deadline - time.monotonic()) + _BACKSTOP):
+            conv.abort()  # the loop missed the deadline (it never should): the host is not left hanging
+            raise SSHError("timeout", f"timed out after {limit:g}s")
+        outcome = ABORTED if self._aborted and conv.outcome is None else conv.outcome
+        if outcome in (TIMEOUT, ABORTED):
+            said = "" if conv.out else " (no output yet: still connecting?)"
+            raise SSHError("timeout", f"timed out after {limit:g}s{said}")
+        if outcome == OVERFLOW:
+            shown = f"{self.max_output >> 20} MiB" if self.max_output >= 1 << 20 else f"{self.max_output >> 10} KiB"
+            raise SSHError("garbage", f"the host printed more than {shown} (stdout and stderr together), "
+                           "more than this command can print: the rest was not read")
+        if outcome == FAILED:
+            raise SSHError("closed", f"{self.where}: reading ssh's output failed: {conv.failure}")
+        if conv.proc.returncode is None:  # its output closed: ssh is exiting (without a pidfd, not seen yet)
             try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
+                conv.proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self._kill()
+                conv.kill()
                 raise SSHError("timeout", f"timed out after {limit:g}s waiting for ssh to exit") from None
-        return bytes(fds[proc.stdout.fileno()]), bytes(fds[proc.stderr.fileno()])
+        return bytes(conv.out), bytes(conv.err)
 
     def close(self) -> None:
         self._kill()
