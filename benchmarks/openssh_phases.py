@@ -7,11 +7,14 @@ Audits the benchmark's fake hosts (real sshd, each host running the real probe i
 `fleet.run.run_fleet` in this process, `client="openssh"`, as the CLI does, then renders the JSON
 report. Reports bsdcrypt's own CPU (getrusage(RUSAGE_SELF) delta: every thread of this process, no
 ssh children) per host, and `time.thread_time()` per phase, added up over all threads by wrapping
-the functions at their module: ssh (`OpenSSHHost.run`: starting ssh, feeding the probe, reading
-its output, waiting for it), framing (`probe.parse_output`), parse (`parse.parse`), assessment
-(`assess_facts`), report (`render.fleet.render`). "other" is the rest (the pool, the watchdog, GIL
-hand-offs). `--profile N` prints cProfile's N top functions (cumulative) of every worker thread
-instead. Needs root (as fleet_bench.py).
+the functions at their module: ssh (`OpenSSHHost.run` in the host's thread: starting ssh, handing it
+to the loop, waiting), framing (`probe.parse_output`), parse (`parse.parse`), assessment
+(`assess_facts`), report (`render.fleet.render`), the rest of each host's `Auditor.audit`; the main
+thread (the pool, the watchdog) and the ssh loop's thread (ssh/driver.py: writing the script, reading
+the output) from their own CPU clocks; garbage collections (gc.callbacks) inside whichever phase
+triggered them. "not in any thread above": threads come and gone, GIL hand-offs outside the phases.
+`--profile N` prints cProfile's N top functions of the hosts' audits (thread CPU time) instead.
+Needs root (as fleet_bench.py).
 """
 
 from __future__ import annotations
@@ -62,6 +65,17 @@ def self_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+_gc_started: dict[int, float] = {}
+
+
+def _gc_timer(phase: str, info: dict[str, Any]) -> None:
+    """gc.callbacks: the thread CPU of each collection, added up as the phase "gc"."""
+    if phase == "start":
+        _gc_started[threading.get_ident()] = time.thread_time()
+    elif (t0 := _gc_started.pop(threading.get_ident(), None)) is not None:
+        spent["gc"] = spent.get("gc", 0.0) + time.thread_time() - t0
+
+
 def thread_cpu(tid: int | None) -> float:
     """user+sys CPU of one thread of this process, from /proc (Linux)."""
     fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -77,7 +91,6 @@ def main() -> None:
     fleet_bench.enter_private_netns("openssh_phases.py")
 
     from bsdcrypt import parse, pipeline, probe
-    from bsdcrypt.fleet import run as fleet_run
     from bsdcrypt.fleet.run import Auditor, FleetOptions, run_fleet
     from bsdcrypt.hostsfile import read_hosts
     from bsdcrypt.render import fleet as render_fleet
@@ -98,7 +111,6 @@ def main() -> None:
         fleet.add(lb.healthy_address(i), "chroot", recs[i % len(recs)], root=roots[recs[i % len(recs)]])
     fleet.start()
     profiles: list[cProfile.Profile] = []
-    loop_profiles: list[cProfile.Profile] = []
     try:
         entries = read_hosts("".join(f"{fleet.spec(a)}\n" for a in fleet.hosts))
         options = FleetOptions(parallel=args.parallel, ssh_config=str(fleet.ssh_config), timeout=120,
@@ -120,25 +132,16 @@ def main() -> None:
                 return prof.runcall(audit, self, *a, **kw)
 
             Auditor.audit = profiled  # type: ignore[method-assign]
-            loop = driver_mod.Driver._loop
-
-            def profiled_loop(self: Any) -> None:
-                prof = cProfile.Profile(time.thread_time)
-                with _lock:
-                    loop_profiles.append(prof)
-                prof.runcall(loop, self)
-
-            driver_mod.Driver._loop = profiled_loop  # type: ignore[method-assign]
-            driver_mod._driver = None  # the warm-up's loop was not profiled
         else:
             openssh.OpenSSHHost.run = timed("ssh", openssh.OpenSSHHost.run)  # type: ignore[method-assign]
             probe.parse_output = timed("framing", probe.parse_output)
             pipeline.parse = timed("parse", parse.parse)
             pipeline.assess_facts = timed("assessment", pipeline.assess_facts)
-            fleet_run._Run.task = timed("worker", fleet_run._Run.task)  # type: ignore[method-assign]
+            Auditor.audit = timed("worker", Auditor.audit)  # type: ignore[method-assign]
         render = timed("report", render_fleet.render)
         loop0 = thread_cpu(driver_mod.driver().thread.native_id)
         gc0 = [g["collections"] for g in gc.get_stats()]
+        gc.callbacks.append(_gc_timer)
         c0, w0, m0 = self_cpu(), time.monotonic(), time.thread_time()
         main_prof = cProfile.Profile(time.thread_time) if args.profile else None
         run = main_prof.runcall(run_fleet, entries, options, auditor=auditor) if main_prof else \
@@ -165,18 +168,18 @@ def main() -> None:
             stats.add(p)
         stats.sort_stats("tottime").print_stats(args.profile)
         stats.sort_stats("cumulative").print_stats(args.profile)
-        for what, profs in (("the ssh loop's thread", loop_profiles), ("the main thread", [main_prof])):
-            print(f"==== {what}")
-            if profs and profs[0] is not None:
-                pstats.Stats(*profs).sort_stats("tottime").print_stats(args.profile // 2)
+        if main_prof is not None:
+            print("==== the main thread")
+            pstats.Stats(main_prof).sort_stats("tottime").print_stats(args.profile // 2)
         return
-    print(f"garbage collections during the run, by generation: {collections}")
+    print(f"garbage collections during the run, by generation: {collections}, "
+          f"{1000 * spent.pop('gc', 0.0) / n:.3f} ms a host (in whichever thread triggered them)")
     print("ms of thread CPU a host, all threads added:")
     worker = spent.pop("worker", 0.0)
     for phase in ("ssh", "framing", "parse", "assessment", "report"):
         print(f"  {phase:11s} {1000 * spent.get(phase, 0.0) / n:6.3f}")
     inside = sum(v for k, v in spent.items() if k != "report")
-    print(f"  {'rest of each worker task':26s} {1000 * (worker - inside) / n:6.3f}")
+    print(f"  {'rest of each host audit':26s} {1000 * (worker - inside) / n:6.3f}")
     print(f"  {'main thread (pool, watchdog)':26s} {1000 * main_thread / n:6.3f}")
     print(f"  {'the ssh loop thread':26s} {1000 * loop_cpu / n:6.3f}")
     rest = total - worker - main_thread - loop_cpu - spent.get("report", 0.0)
