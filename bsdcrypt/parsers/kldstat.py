@@ -36,7 +36,7 @@ def _is_size(token: str) -> bool:
 
 def _file_at(tokens: list[str], i: int) -> tuple[KldFile, int] | None:
     """A file record starting at tokens[i]: id refs 0xaddr size name [(path)]."""
-    if i + 4 >= len(tokens):
+    if i + 4 >= len(tokens) or not tokens[i].isdecimal():  # isdecimal: _INT's \d, without slicing five tokens
         return None
     tid, refs, addr, size, name = tokens[i : i + 5]
     if not (_INT.match(tid) and _INT.match(refs) and _ADDR.match(addr) and _is_size(size)):

@@ -38,7 +38,7 @@ def _joined(name: str, value: str) -> tuple[str, str | None]:
     (`net.inet.ipsec.ecn: 0 net.inet.ipsec.debug: 0`); the next entry starts at a word that is an
     OID of the same first two parts followed by `:`. Real values hold no such word."""
     parts = name.split(".")
-    if len(parts) < 3:
+    if len(parts) < 3 or f"{parts[0]}.{parts[1]}." not in value:  # what the search needs, looked for at C speed
         return value, None
     m = re.search(rf"(?:^|\s)({re.escape(parts[0])}\.{re.escape(parts[1])}\.[\w%\-.]+):(?:\s|$)", value)
     if m is None:

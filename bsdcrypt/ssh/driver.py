@@ -24,7 +24,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import IO
+from typing import IO, Any
 
 READ_SIZE = 1 << 16  # a pipe holds 64 KiB: one read empties it
 TICK = 0.25  # without a pidfd: how often a child is looked at to see whether it exited
@@ -77,11 +77,13 @@ class Driver:
     """The loop's thread and its poll(2) set; `drive` may be called from any thread."""
 
     def __init__(self) -> None:
-        self._poll = select.poll()
+        # epoll where there is one (Linux: the kernel keeps the set, a wait costs what is ready), else poll(2)
+        self._poll: Any = select.epoll() if hasattr(select, "epoll") else select.poll()
+        self._ms = not hasattr(select, "epoll")  # poll(2) waits in milliseconds, epoll in seconds
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self._poll.register(self._wake_r, select.POLLIN)
+        self._poll.register(self._wake_r, select.POLLIN)  # POLLIN/POLLOUT equal EPOLLIN/EPOLLOUT (Linux)
         self._lock = threading.Lock()
         self._new: list[Conversation] = []
         self._poked: list[Conversation] = []
@@ -130,7 +132,8 @@ class Driver:
     def _loop(self) -> None:
         fds, live, timers = self._fds, self._live, self._timers
         while True:
-            timeout = max(0, math.ceil(1000 * (timers[0][0] - time.monotonic()))) if timers else None
+            wait = max(0.0, timers[0][0] - time.monotonic()) if timers else None
+            timeout = (math.ceil(1000 * wait) if self._ms else wait) if wait is not None else (None if self._ms else -1)
             for fd, _ in self._poll.poll(timeout):
                 if fd == self._wake_r:
                     self._take_news()
