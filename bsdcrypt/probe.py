@@ -65,7 +65,9 @@ SETKEY_SCRIPT = (
     " $1 ~ /^[EAC]:$/ { print \"\\t\" $1 \" \" $2 }"
     " match($0, /state=[a-z]+/) { print \"\\t\" substr($0, RSTART, RLENGTH) }' | head -n 20000; exit $r"
 )
-TUNNEL_GROUPS_SCRIPT = "for g in openvpn wg; do echo \"== $g\"; ifconfig -g \"$g\" 2>&1; done; exit 0"
+# Interface groups: openvpn (if_ovpn's cloner, DCO; pfSense also adds its tun/tap OpenVPN interfaces),
+# wg (if_wg), tun and tap (their cloners: an openvpn member also in one of them is no DCO interface).
+TUNNEL_GROUPS_SCRIPT = "for g in openvpn wg tun tap; do echo \"== $g\"; ifconfig -g \"$g\" 2>&1; done; exit 0"
 
 
 class StepName:

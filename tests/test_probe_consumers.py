@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bsdcrypt import probe
+from bsdcrypt.parsers.ifgroup import parse_groups
 from bsdcrypt.parsers.setkey import parse_setkey_dump
 from bsdcrypt.parsers.zfs import parse_zfs_get
 
@@ -65,3 +66,26 @@ def test_missing_commands_exit_127(shell: list[str], tmp_path: Path) -> None:
         pytest.skip("this machine has zfs or setkey on /usr/bin:/bin")
     for script in (probe.ZFS_CRYPTO_SCRIPT, probe.SETKEY_SCRIPT):
         assert _run(shell, script, tmp_path).returncode == 127
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=" ".join)
+def test_setkey_step_reads_the_real_vti_capture(shell: list[str], tmp_path: Path) -> None:
+    _fake(tmp_path, "setkey", "setkey/bsdrp-vpn-lab-vti-aes-gcm-16-tunnel-reqid.txt")
+    r = _run(shell, probe.SETKEY_SCRIPT, tmp_path)
+    assert r.returncode == 0 and "31323334" not in r.stdout and "reqid" not in r.stdout
+    dump = parse_setkey_dump(r.stdout)
+    assert [(sa.mode, sa.encryption, sa.state) for sa in dump.sas] == [("tunnel", "aes-gcm-16", "mature")] * 2
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=" ".join)
+def test_tunnel_groups_step_lists_openvpn_wg_tun_and_tap(shell: list[str], tmp_path: Path) -> None:
+    # a stand-in ifconfig answering -g GROUP like a pfSense box with one tun-based OpenVPN server (ovpns1,
+    # in tun and openvpn), one DCO client (ovpnc2, openvpn only) and a WireGuard tunnel
+    members = {"openvpn": "ovpns1 ovpnc2", "wg": "wg0", "tun": "ovpns1", "tap": ""}
+    cases = "".join(f'  {g}) for i in {m}; do echo "$i"; done;;\n' for g, m in members.items())
+    script = tmp_path / "ifconfig"
+    script.write_text(f'#!/bin/sh\n[ "$1" = -g ] || exit 1\ncase "$2" in\n{cases}esac\n')
+    script.chmod(0o755)
+    r = _run(shell, probe.TUNNEL_GROUPS_SCRIPT, tmp_path)
+    assert r.returncode == 0
+    assert parse_groups(r.stdout) == {"openvpn": ["ovpns1", "ovpnc2"], "wg": ["wg0"], "tun": ["ovpns1"], "tap": []}

@@ -16,8 +16,8 @@ Without prompts the parts are told apart by their shape:
   setkey -D   an address line followed by an indented "esp|ah|ipcomp mode=... spi=..." line, and the
               indented lines of each SA (lib/libipsec/pfkey_dump.c); "No SAD entries."; "pfkey_open: ..."
 `ifconfig`, `ifconfig -a` and `ifconfig IFACE` are read after their prompt only: their `groups:` lines
-tell which shown interfaces are OpenVPN DCO / WireGuard tunnels (a group with no member shown counts as
-empty only when every interface was listed: `ifconfig` or `ifconfig -a`).
+put the shown interfaces in the groups the probe lists (openvpn, wg, tun, tap); a group with no member
+shown counts as empty only when every interface was listed (`ifconfig` or `ifconfig -a`).
   loader.conf unindented name=value / name="value" lines (loader.conf(5))
   dmesg       everything else, when it holds kernel lines (banner, CPU:, device attach lines)
 """
@@ -65,9 +65,9 @@ _ZFS_HEADER = re.compile(r"^\s*NAME\s+PROPERTY\s+VALUE\s+SOURCE\s*$")
 _ZFS_LINE = re.compile(r"^\S+\s+\S+\s+\S.*$")
 _SA_START = re.compile(r"^\s+(?:esp|ah|ipcomp|esp-udp|tcp) mode=\S+ spi=")
 _SETKEY_LONE = re.compile(r"^(?:No SAD entries\.|pfkey_open: .*)$")
-_IFGROUP = re.compile(r"^-g\s+(openvpn|wg)\s*$")
+_IFGROUP = re.compile(r"^-g\s+(openvpn|wg|tun|tap)\s*$")
 _IFACE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,15}$")
-TUNNEL_GROUPS = ("openvpn", "wg")  # the groups the probe lists (probe.TUNNEL_GROUPS_SCRIPT)
+TUNNEL_GROUPS = ("openvpn", "wg", "tun", "tap")  # the groups the probe lists (probe.TUNNEL_GROUPS_SCRIPT)
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Paste:
     kenv: list[str] = field(default_factory=list)
     zfs: list[str] = field(default_factory=list)  # zfs get (issue 27's consumers)
     setkey: list[str] = field(default_factory=list)  # setkey -D
-    groups: dict[str, list[str]] = field(default_factory=dict)  # ifconfig -g openvpn|wg -> the names
+    groups: dict[str, list[str]] = field(default_factory=dict)  # ifconfig -g openvpn|wg|tun|tap -> the names
     ifconfig: list[str] = field(default_factory=list)  # ifconfig [-a | IFACE] blocks
     ifconfig_all: bool = False  # one of them listed every interface
     files: dict[str, list[str]] = field(default_factory=dict)  # loader.conf path -> lines

@@ -3,9 +3,10 @@
 The probe prints `== GROUP` and then `ifconfig -g GROUP`, which lists the member interfaces one
 name per line (sbin/ifconfig/ifgroup.c); nothing for a group without members. Groups: `openvpn`
 (sys/net/if_ovpn.c: the DCO cloner is named "openvpn", and if_clone puts every interface in the
-group of its cloner's name) and `wg` (if_wg). pfSense also adds its tun(4)-based OpenVPN interfaces
-(ovpnsN/ovpncN, renamed tunN) to group `openvpn` (src/etc/inc/openvpn.inc); those are in group `tun`
-as well. A line that is not an interface name (an error) is ignored.
+group of its cloner's name), `wg` (if_wg), `tun` and `tap`. pfSense also adds its tun(4)/tap(4)
+OpenVPN interfaces (ovpnsN/ovpncN, renamed tunN/tapN) to group `openvpn` (src/etc/inc/openvpn.inc);
+those stay in group `tun` or `tap` too, which no DCO interface is in. A line that is not an interface
+name (an error) is ignored.
 
 `ifconfig [-a | IFACE]` prints a block per interface: `NAME: flags=HEX<...> metric N mtu N`, then
 indented lines, among them `\tgroups: G1 G2 ...` (sbin/ifconfig/ifgroup.c getifgroups: every group but

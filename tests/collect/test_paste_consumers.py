@@ -104,7 +104,7 @@ def test_real_ifconfig_of_named_interfaces_tells_members_only() -> None:
     wg0 = body("ifconfig/bsdrp-vpn-lab-14-wg0-groups-wg.txt")
     tun0 = body("ifconfig/openvpn-issue357-13.2-tun0-groups-tun-no-dco.txt")  # 13.2, OpenVPN without DCO
     ev = evidence_from_paste(DMESG + wg0 + tun0)
-    assert ev is not None and ev.steps[StepName.TUNNEL_GROUPS].out == b"== wg\nwg0\n"
+    assert ev is not None and ev.steps[StepName.TUNNEL_GROUPS].out == b"== tun\ntun0\n== wg\nwg0\n"
     k = {c.kind: c for c in assess(ev, "p", "paste").consumers}
     assert k["wireguard"].present is True and k["wireguard"].verdict == "not-affected"
     # tun0 is no DCO interface and other interfaces were not shown, but this 12.2 kernel has no if_ovpn
@@ -115,7 +115,7 @@ def test_a_full_ifconfig_listing_tells_an_empty_group() -> None:
     tun0 = body("ifconfig/openvpn-issue786-tun0-created-groups-tun.txt").split("\n", 3)[3]  # the block only
     for cmd in ("ifconfig", "ifconfig -a"):
         ev = evidence_from_paste(DMESG + f"root@host# {cmd}\n" + tun0)
-        assert ev is not None and ev.steps[StepName.TUNNEL_GROUPS].out == b"== openvpn\n== wg\n", cmd
+        assert ev is not None and ev.steps[StepName.TUNNEL_GROUPS].out == b"== openvpn\n== tap\n== tun\ntun0\n== wg\n", cmd
         k = {c.kind: c for c in assess(ev, "p", "paste").consumers}
         assert k["ovpn-dco"].present is False and k["wireguard"].present is False
 
@@ -134,3 +134,14 @@ def test_real_reflowed_ipsec_listing_pasted_is_split_into_its_entries() -> None:
 
     got = parse_sysctl(ev.steps[StepName.SYSCTL_IPSEC].text)
     assert len(got) == 10 and got["net.inet.ipsec.ecn"] == "0" and got["net.inet.ipsec.debug"] == "0"
+
+
+def test_a_pfsense_style_tun_openvpn_interface_is_listed_in_both_groups() -> None:
+    # pfSense renames tunN to ovpnsN and adds it to group openvpn (src/etc/inc/openvpn.inc): the paste
+    # keeps both memberships, so the assessment can tell it from an if_ovpn (DCO) interface
+    text = DMESG + ("root@fw:~ # ifconfig ovpns1\n"
+                    "ovpns1: flags=8051<UP,POINTOPOINT,RUNNING,MULTICAST> metric 0 mtu 1500\n"
+                    "\toptions=80000<LINKSTATE>\n\tgroups: tun openvpn\n\tOpened by PID 40960\n"
+                    "% ifconfig -g tap\n")
+    ev = evidence_from_paste(text)
+    assert ev is not None and ev.steps[StepName.TUNNEL_GROUPS].out == b"== openvpn\novpns1\n== tap\n== tun\novpns1\n"
