@@ -358,12 +358,25 @@ def _consumer_steps(p: Paste, steps: dict[str, Step]) -> None:
         steps[StepName.SYSCTL_IPSEC] = Step(0, _text(ipsec))
     groups = {g: list(names) for g, names in p.groups.items()}
     if p.ifconfig:
-        ifaces = parse_ifconfig("\n".join(p.ifconfig))
-        for g in TUNNEL_GROUPS:
-            found = members(ifaces, g)
-            if found or (p.ifconfig_all and ifaces):
-                listed = groups.setdefault(g, [])
-                listed.extend(i for i in found if i not in listed)
+        for g, found in _ifconfig_groups(parse_ifconfig("\n".join(p.ifconfig)), p.ifconfig_all).items():
+            listed = groups.setdefault(g, [])
+            listed.extend(i for i in found if i not in listed)
     if groups:
         listing = [line for g, names in sorted(groups.items()) for line in [f"== {g}", *names]]
         steps[StepName.TUNNEL_GROUPS] = Step(0, _text(listing))
+
+
+def _ifconfig_groups(ifaces: dict[str, list[str]], every: bool) -> dict[str, list[str]]:
+    """The tunnel-group sections pasted `ifconfig` blocks stand for. A section means "these and no
+    others" (the probe lists whole groups), so only a listing of every interface (`ifconfig`, `-a`)
+    gives all four, empty ones too. `ifconfig IFACE` gives only what its interfaces prove present: a
+    WireGuard interface, and an openvpn member in neither tun nor tap (an if_ovpn DCO interface);
+    pfSense/OPNsense's OpenVPN over tun/tap proves nothing about the other interfaces."""
+    if every and ifaces:
+        return {g: members(ifaces, g) for g in TUNNEL_GROUPS}
+    shown: dict[str, list[str]] = {}
+    if wg := members(ifaces, "wg"):
+        shown["wg"] = wg
+    if dco := [i for i in members(ifaces, "openvpn") if not {"tun", "tap"} & set(ifaces[i])]:
+        shown["openvpn"] = dco
+    return shown
