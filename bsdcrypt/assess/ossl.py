@@ -10,8 +10,8 @@ What was read (freebsd/freebsd-src):
 * main, ossl.c @298b6a0e (after Sept 2021): ossl_lookup_cipher gains CRYPTO_AES_CBC, accepted for
   CIPHER and ETA sessions only when ossl_cpuid() set has_aes; AEAD is still ChaCha20-Poly1305 only.
   ossl.4 of 14.0 (@197ff4c3) lists AES-CBC and "AES-GCM (amd64 only)": has_aes is the AESNI CPUID bit
-  on x86 and HWCAP_AES on arm64; 14.0's amd64 AES-GCM needs AVX+PCLMULQDQ+MOVBE or VAES+VPCLMULQDQ
-  (ossl_x86.c; FreeBSD-EN-23:17.ossl).
+  on x86 and HWCAP_AES on arm64; amd64 AES-GCM needs AVX+PCLMULQDQ+MOVBE or the AVX-512 VAES set
+  (ossl_x86.c below; 14.0 had it: FreeBSD-EN-23:17.ossl fixed its AES-GCM, listed in 14.0's errata).
 * main after Aug 2023 (sys/modules/ossl/Makefile and ossl_aarch64.c @0aa5cc42): amd64 builds
   aesni-gcm/aes-gcm-avx512 + ossl_aes_gcm.c (AES-GCM), i386 only aesni-x86.S (AES-CBC), aarch64
   vpaes/aesv8 for AES-CBC (has_aes also with NEON alone) and no AES-GCM; armv7 gained AES-GCM.
@@ -33,8 +33,13 @@ BASE = (
     "ChaCha20", "ChaCha20-Poly1305", "Poly1305", "SHA1", "SHA1-HMAC", "SHA2-224", "SHA2-224-HMAC",
     "SHA2-256", "SHA2-256-HMAC", "SHA2-384", "SHA2-384-HMAC", "SHA2-512", "SHA2-512-HMAC",
 )
-# The amd64 AES-GCM code paths (ossl_x86.c): AVX+PCLMULQDQ+MOVBE (aesni-gcm-x86_64) or VAES+VPCLMULQDQ.
+# The amd64 AES-GCM code paths of ossl_x86.c ossl_cpuid(), once AESNI_CAPABLE set has_aes:
+# ossl_vaes_vpclmulqdq_capable() (OpenSSL's test of OPENSSL_ia32cap_P[2..3] against 0x600c0030000:
+# AVX512F, AVX512DQ, AVX512BW, AVX512VL in leaf 7 EBX and VAES, VPCLMULQDQ in ECX) picks the AVX-512
+# code, else cpu_feature2 having CPUID2_AVX | CPUID2_PCLMULQDQ | CPUID2_MOVBE picks aesni-gcm; else
+# has_aes_gcm = false. On i386 (#else) has_aes_gcm is always false.
 _GCM_F2 = frozenset({"AVX", "PCLMULQDQ", "MOVBE"})
+_GCM_STDEXT = frozenset({"AVX512F", "AVX512DQ", "AVX512BW", "AVX512VL"})
 _GCM_EXT2 = frozenset({"VAES", "VPCLMULQDQ"})
 
 
@@ -51,13 +56,20 @@ def _generation(os: OSInfo) -> str | None:
 
 
 def _gcm_cpu(features: CpuFeatures | None) -> bool | None:
-    if features is None or features.features2 is None:
+    """Does the boot's CPU pass either amd64 AES-GCM test (None: the lines it needs were not shown)?"""
+    if features is None:
         return None
-    if _GCM_F2 <= features.features2:
+    f2, ext, ext2 = features.features2, features.stdext, features.stdext2
+    if features.block_complete:
+        # identcpu.c prints the leaf-7 lines only when they are non-zero: a complete CPU block that
+        # lacks one shows a CPU without those bits
+        ext, ext2 = ext or frozenset(), ext2 or frozenset()
+    if f2 is not None and _GCM_F2 <= f2:
         return True
-    if features.stdext2 is None:
-        return None
-    return _GCM_EXT2 <= features.stdext2
+    vaes = None if ext is None or ext2 is None else (_GCM_STDEXT <= ext and _GCM_EXT2 <= ext2)
+    if vaes:
+        return True
+    return None if f2 is None or vaes is None else False
 
 
 def _aes_cbc(arm64: bool, cpu: CPUInfo) -> bool | None:

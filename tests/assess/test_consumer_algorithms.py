@@ -31,7 +31,7 @@ DRIVERS = {
 }
 # the dmesg.boot CPU features ossl's amd64 AES-GCM needs (ossl_x86.c), and a CPU with AES-NI but no AVX
 AVX = CpuFeatures(features2=frozenset({"AESNI", "AVX", "PCLMULQDQ", "MOVBE"}), stdext2=frozenset())
-NO_AVX = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}), stdext2=frozenset())
+NO_AVX = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}), stdext=frozenset(), stdext2=frozenset())
 
 
 def out(fixture: str) -> bytes:

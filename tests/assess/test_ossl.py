@@ -14,8 +14,13 @@ AES_CPU = CPUInfo(aesni=True)
 NO_AES = CPUInfo(aesni=False)
 UNKNOWN_CPU = CPUInfo(aesni=None)
 AVX = CpuFeatures(features2=frozenset({"AESNI", "AVX", "PCLMULQDQ", "MOVBE"}), stdext2=frozenset())
-VAES = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}), stdext2=frozenset({"VAES", "VPCLMULQDQ"}))
-OLD = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}), stdext2=frozenset())
+# the AVX-512 path (ossl_vaes_vpclmulqdq_capable) needs AVX512F/DQ/BW/VL and VAES+VPCLMULQDQ
+VAES = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}), stdext=frozenset({"AVX512F", "AVX512DQ",
+                   "AVX512BW", "AVX512VL"}), stdext2=frozenset({"VAES", "VPCLMULQDQ"}))
+VAES_NO_AVX512 = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}), stdext=frozenset({"AVX2"}),
+                             stdext2=frozenset({"VAES", "VPCLMULQDQ"}))
+OLD = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}), stdext=frozenset(), stdext2=frozenset())
+NO_STDEXT = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}))  # Features2 shown, leaf 7 lines not
 
 
 def os_(release: str, arch: str | None = "amd64") -> OSInfo:
@@ -43,6 +48,10 @@ TABLE = [
     ("14.0-RELEASE", "amd64", AES_CPU, AVX, True, True),
     ("14.1-RELEASE", "amd64", AES_CPU, VAES, True, True),
     ("14.2-RELEASE", "amd64", AES_CPU, OLD, True, False),
+    ("14.2-RELEASE", "amd64", AES_CPU, VAES_NO_AVX512, True, False),
+    ("14.2-RELEASE", "amd64", AES_CPU, NO_STDEXT, True, None),  # the AVX-512 test cannot be told
+    # a complete CPU block without the leaf-7 lines: identcpu.c prints them only when non-zero
+    ("14.2-RELEASE", "amd64", AES_CPU, CpuFeatures(features2=frozenset({"AESNI"}), block_complete=True), True, False),
     ("14.3-STABLE", "amd64", AES_CPU, None, True, None),     # no dmesg.boot: the GCM gate is not shown
     ("14.1-RELEASE", "amd64", NO_AES, AVX, False, False),    # a VM hiding AES-NI: has_aes is false
     ("14.1-RELEASE", "amd64", UNKNOWN_CPU, AVX, None, None),
