@@ -157,6 +157,14 @@ def test_ktls_enabled_without_sessions_says_what_sessions_would_get(cpu: str, dr
     assert findings(s) == []  # nothing runs in software now
 
 
+@pytest.mark.parametrize("cpu,driver", [(c, d) for c, d, _, _ in SITUATIONS])
+def test_ktls_nic_lines_only_leave_software_sessions_unknown(cpu: str, driver: str) -> None:
+    # OPNsense 26.7 (FreeBSD 15.1): only kern.ipc.tls.ifnet.{gcm,chacha20}: 0 were quoted
+    s = status(cpu, driver, 15)
+    c = kinds(s, sysctl_ktls=(0, real("ktls/opnsense-src296-26.7-15.1-ifnet-lines-quoted.txt")))["ktls"]
+    assert c.present is not False and c.verdict == "unknown" and c.items == [] and findings(s) == []
+
+
 # --- tunnels: real `ifconfig` outputs (WireGuard; OpenVPN's tun(4) without DCO) via a paste ------------
 def test_real_tunnel_interfaces_pasted_under_each_driver_state() -> None:
     from bsdcrypt.collect.paste import evidence_from_paste
@@ -164,8 +172,10 @@ def test_real_tunnel_interfaces_pasted_under_each_driver_state() -> None:
     wg = real("ifconfig/bsdrp-vpn-lab-14-wg0-groups-wg.txt").decode()
     tun = real("ifconfig/openvpn-issue357-13.2-tun0-groups-tun-no-dco.txt").decode()
     ovpns1 = real("ifconfig/opnsense-core5588-ovpns1-groups-tun-openvpn.txt").decode()  # OpenVPN over tun
+    tun786 = real("ifconfig/openvpn-issue786-tun0-created-groups-tun.txt").decode()
+    ipsec0 = real("ifconfig/bsdrp-vpn-lab-vti-ipsec0-groups-ipsec.txt").decode()  # in no tunnel group we read
     dmesg = (FIX / "dmesg/bhyve-guest-12.2-e3-1225v5.txt").read_text().split("# ---\n", 1)[1]
-    ev = evidence_from_paste(dmesg + wg + tun + ovpns1)
+    ev = evidence_from_paste(dmesg + wg + tun + ovpns1 + tun786 + ipsec0)
     assert ev is not None
     for cpu, driver, _, _ in SITUATIONS:
         s = status(cpu, driver, 14)
@@ -185,3 +195,25 @@ def test_ipsec_reflowed_kame_listing_without_def_policy_is_never_no() -> None:
     for cpu, driver, _, _ in SITUATIONS:
         c = kinds(status(cpu, driver, 6), sysctl_ipsec=(0, text.encode()))["ipsec"]
         assert c.present is not False and c.verdict == "unknown"
+
+
+REAL_INPUTS = {
+    "setkey/bsdrp-ipsec-lab-aes-gcm-16-static.txt", "setkey/bsdrp-vpn-lab-vti-aes-gcm-16-tunnel-reqid.txt",
+    "setkey/lkml-2003-ipsec-tools-rijndael-hmac-md5-ipcomp.txt",
+    "ipsec/docunext-2008-pfsense-sysctl-a-grep-ipsec.txt", "ipsec/de-howto-kame-sysctl-net-inet-ipsec-reflowed.txt",
+    "zfs/buetow-f3s-14-zdata-enc-get-all-grep.txt", "zfs/buetow-f3s-14-zroot-bhyve-two-datasets.txt",
+    "zfs/buetow-f3s-14-keystatus-with-header.txt",
+    "ktls/moeller-nbd-ktls-enable-set.txt", "ktls/opnsense-src296-26.7-15.1-ifnet-lines-quoted.txt",
+    "ifconfig/bsdrp-vpn-lab-14-wg0-groups-wg.txt", "ifconfig/bsdrp-vpn-lab-vti-ipsec0-groups-ipsec.txt",
+    "ifconfig/openvpn-issue357-13.2-tun0-groups-tun-no-dco.txt", "ifconfig/openvpn-issue786-tun0-created-groups-tun.txt",
+    "ifconfig/opnsense-core5588-ovpns1-groups-tun-openvpn.txt",
+}
+
+
+def test_every_real_consumer_output_is_an_input_here() -> None:
+    # a real output added to the consumers' fixtures must join the verdict tables above
+    found = {f"{p.parent.name}/{p.name}" for cat in ("setkey", "ipsec", "zfs", "ktls", "ifconfig", "tunnels")
+             for p in (FIX / cat).glob("*.txt") if not p.name.startswith("derived-")}
+    assert found == REAL_INPUTS
+    source = Path(__file__).read_text()
+    assert all(source.count(name.split("/")[1]) >= 2 for name in REAL_INPUTS)  # listed here and read by a test
