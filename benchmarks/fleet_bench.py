@@ -25,9 +25,9 @@ Tools, run as separate processes one after the other, the order reversed every o
     REV's own golden statuses);
   - minimal paramiko (benchmarks/fleet_baseline_paramiko.py) with a one-line probe, with bsdcrypt's
     probe written step by step (the probe before issue 13), and with bsdcrypt's probe as sent today.
-Per run: wall time, hosts/s, client CPU (user+sys from wait4) per host with the process start-up
-and without it (start-up: the same command against one closed port, median of 3), peak RSS, TCP
-segments per host (both directions), connections and execs per host (sshd log). Per size and tool:
+Per run: wall time, hosts/s, client CPU (user+sys from wait4, taken in benchmarks/rusage.py) per host
+with the process start-up and without it (start-up: the same command against one closed port, median
+of 3), peak RSS, TCP segments per host (both directions), connections and execs per host (sshd log). Per size and tool:
 median and min-max over the rounds.
 """
 
@@ -73,19 +73,20 @@ def tcp_segments() -> int:
 
 
 def run_measured(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    """One tool run, its CPU and peak RSS from wait4() (not from the shared getrusage of children)."""
+    """One tool run, its CPU and peak RSS from wait4() (not from the shared getrusage of children), taken by
+    benchmarks/rusage.py: started from this process, whose resident size a child's ru_maxrss would include."""
     seg0 = tcp_segments()
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # The pipes are small outputs here (a summary line; bsdcrypt writes its report to a file).
-    out_b = proc.stdout.read() if proc.stdout else b""
-    err_b = proc.stderr.read() if proc.stderr else b""
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return {"wall": wall, "rc": proc.returncode, "out": out_b.decode(errors="replace"),
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        proc = subprocess.Popen([sys.executable, "-S", str(REPO / "benchmarks" / "rusage.py"), tmp.name, *cmd],
+                                cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # The pipes are small outputs here (a summary line; bsdcrypt writes its report to a file).
+        out_b = proc.stdout.read() if proc.stdout else b""
+        err_b = proc.stderr.read() if proc.stderr else b""
+        proc.wait()
+        m = json.loads(Path(tmp.name).read_text())
+    return {"wall": m["wall_s"], "rc": m["rc"], "out": out_b.decode(errors="replace"),
             "err": err_b.decode(errors="replace"), "segments": tcp_segments() - seg0,
-            "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024}
+            "cpu": m["cpu_s"], "rss_mb": m["maxrss_mb"]}
 
 
 def expected_statuses(recs: list[Path], roots: dict[Path, Path]) -> tuple[
