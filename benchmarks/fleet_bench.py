@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> None:
         if "ssh" in wanted:  # the system ssh alone with the same probe: what the openssh run costs in ssh
             out["ssh buffered"] = ([sys.executable, str(REPO / "benchmarks" / "fleet_baseline_openssh.py"),
                                     str(hosts), str(fleet.ssh_config), str(args.parallel)], REPO)
-        if before_dir is not None:
+        if before_dir is not None and "before" in wanted:
             out[f"bsdcrypt@{args.before}"] = ([sys.executable, *fleet_audit], before_dir)
         if before_dir is not None and "before-openssh" in wanted:  # REV over the system ssh, measured as above
             out[f"bsdcrypt@{args.before} openssh"] = ([sys.executable, "-c", own, *fleet_audit[2:], "--ssh", "openssh"],

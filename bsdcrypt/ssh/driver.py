@@ -14,6 +14,7 @@ its pipes open (a ControlPersist master started by it) is done after EXIT_GRACE.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import math
@@ -74,7 +75,7 @@ class Conversation:
 
 
 class Driver:
-    """The loop's thread and its poll(2) set; `drive` may be called from any thread."""
+    """The loop's thread and its epoll (or poll) set; `drive` may be called from any thread."""
 
     def __init__(self) -> None:
         # epoll where there is one (Linux: the kernel keeps the set, a wait costs what is ready), else poll(2)
@@ -253,7 +254,8 @@ class Driver:
                     self._finish(conv, TIMEOUT)
                 elif what == "slow":
                     if conv.size == 0 and conv.on_slow is not None:
-                        conv.on_slow()
+                        with contextlib.suppress(Exception):  # a note that cannot be shown ends nothing
+                            conv.on_slow()
                 elif what == "grace":
                     self._finish(conv, None)
                 elif what == "tick" and not conv.exited:
@@ -282,9 +284,11 @@ class Driver:
             self._close(conv, fd)
         if conv.pidfd is not None:
             self._drop_pidfd(conv)
+        conv.data = b""  # fed, or no longer wanted
         conv.outcome = outcome
         conv.done.set()
-        if len(self._timers) > 64 + 4 * len(self._live):  # drop the timers of ended conversations
+        # the timers of ended conversations go soon: they would keep each one's output alive until its deadline
+        if len(self._timers) > 16 + 2 * len(self._live):
             self._timers[:] = [t for t in self._timers if t[2] in self._live]
             heapq.heapify(self._timers)
 

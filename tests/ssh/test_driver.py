@@ -8,12 +8,14 @@ must end do so because the loop ended them, bounded by generous limits."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import stat
 import subprocess
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -175,3 +177,16 @@ def test_openssh_host_maps_exit_255_and_stderr_to_a_row(tmp_path: Path) -> None:
     with pytest.raises(SSHError) as caught:
         host.run("true")
     assert caught.value.kind == "refused"
+
+
+def test_ended_conversations_are_not_kept_until_their_deadline() -> None:
+    """The loop's deadline timers of ended conversations (minutes away) must not keep each one's output
+    alive: at most a few of many are still held when they have all ended."""
+    refs = []
+    for _ in range(60):
+        conv = _child("head -c 100000 /dev/zero")
+        _end(conv)
+        refs.append(weakref.ref(conv))
+        del conv
+    gc.collect()
+    assert sum(r() is not None for r in refs) <= 20
