@@ -285,6 +285,7 @@ class Driver:
         if conv.pidfd is not None:
             self._drop_pidfd(conv)
         conv.data = b""  # fed, or no longer wanted
+        conv.on_slow = None  # (a bound method of the host: no cycle through the loop's references)
         conv.outcome = outcome
         conv.done.set()
         # the timers of ended conversations go soon: they would keep each one's output alive until its deadline

@@ -184,12 +184,14 @@ class OpenSSHHost:
             raise SSHError("config", f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         self._proc = proc
         self.execs += 1
+        slow = self.on_slow is not None
         conv = Conversation(proc, stdin_script(command, input), deadline, self.max_output,
-                            SLOW_NOTE_AFTER if self.on_slow is not None else None, self._slow_note)
+                            SLOW_NOTE_AFTER if slow else None, self._slow_note if slow else None)
         self._conv = conv
         try:
             out, err = self._talk(conv, deadline, limit)
         finally:
+            self._conv = None  # no cycle host -> conversation -> note -> host outliving the run
             self._kill()
             proc.wait()
             if conv.done.is_set():  # else the loop still holds them: it closes them when it lets go
