@@ -188,6 +188,33 @@ def test_real_tunnel_interfaces_pasted_under_each_driver_state() -> None:
         assert k["ovpn-dco"].present is None and k["ovpn-dco"].verdict == "unknown" and k["ovpn-dco"].items == []
 
 
+# --- OpenVPN DCO: interface names from real DCO logs, in the group listing ifconfig prints --------------
+@pytest.mark.parametrize("cpu,driver,verdict,by", SITUATIONS)
+def test_dco_interface_named_tun7_on_freebsd_is_dco_by_its_group(cpu: str, driver: str, verdict: str,
+                                                                 by: str | None) -> None:
+    # OpenVPN names a DCO interface tunN on FreeBSD (issue 748's log); a tun(4) interface would be in group
+    # tun, never openvpn (issue 357's real ifconfig), and plain FreeBSD puts nothing else there: DCO
+    s = status(cpu, driver, 14)
+    c = kinds(s, tunnel_groups=(0, real("tunnels/composite-openvpn-issue748-dco-tun7.txt")))["ovpn-dco"]
+    assert c.present is True and [i.name for i in c.items] == ["tun7"]
+    # the data cipher is not shown: unknown, and the item says what AES-GCM would get here
+    assert c.verdict == "unknown" and c.items[0].verdict == "unknown"
+    assert f"if AES-GCM: {verdict}" in (c.items[0].why or "")
+    if by:
+        assert f"by {by}" in (c.items[0].why or "")
+
+
+@pytest.mark.parametrize("cpu,driver", [(c, d) for c, d, _, _ in SITUATIONS])
+def test_dco_ovpns2_on_opnsense_without_tun_and_tap_groups_stays_open(cpu: str, driver: str) -> None:
+    # OPNsense named its DCO interface ovpns2 (core#10481's log), and its tun(4) ones are in group
+    # openvpn too (core#5588): with only the openvpn group listed, both fit; the tun/tap listing settles it
+    s = status(cpu, driver, 14)
+    s.os.variant = "opnsense"
+    c = kinds(s, tunnel_groups=(0, real("tunnels/composite-opnsense-core10481-dco-ovpns2.txt")))["ovpn-dco"]
+    assert c.present is None and c.verdict == "unknown" and [i.name for i in c.items] == ["ovpns2"]
+    assert "ifconfig -g tun" in (c.reason or "")
+
+
 def test_ipsec_reflowed_kame_listing_without_def_policy_is_never_no() -> None:
     # a 4.x-6.x era how-to's `sysctl net.inet.ipsec`: entries joined by the author, no def_policy line (the
     # leaf the probe asks): IPsec's presence stays unknown, never "not in the kernel"
@@ -207,6 +234,7 @@ REAL_INPUTS = {
     "ifconfig/bsdrp-vpn-lab-14-wg0-groups-wg.txt", "ifconfig/bsdrp-vpn-lab-vti-ipsec0-groups-ipsec.txt",
     "ifconfig/openvpn-issue357-13.2-tun0-groups-tun-no-dco.txt", "ifconfig/openvpn-issue786-tun0-created-groups-tun.txt",
     "ifconfig/opnsense-core5588-ovpns1-groups-tun-openvpn.txt",
+    "tunnels/composite-openvpn-issue748-dco-tun7.txt", "tunnels/composite-opnsense-core10481-dco-ovpns2.txt",
 }
 
 
