@@ -168,6 +168,8 @@ def test_ktls_without_any_line_is_unknown() -> None:
 GROUPS = {
     "derived-14-ovpn-and-wg.txt": {"openvpn": ["ovpn0"], "wg": ["wg0"]},
     "derived-13-none.txt": {"openvpn": [], "wg": []},
+    "composite-openvpn-issue748-dco-tun7.txt": {"openvpn": ["tun7"]},
+    "composite-opnsense-core10481-dco-ovpns2.txt": {"openvpn": ["ovpns2"]},
 }
 
 
