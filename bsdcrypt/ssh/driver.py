@@ -77,10 +77,13 @@ class Conversation:
 class Driver:
     """The loop's thread and its epoll (or poll) set; `drive` may be called from any thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, epoll: bool = True, pidfd: bool = True) -> None:
+        """`epoll`, `pidfd`: use them where the system has them (False: poll(2), and a look every TICK,
+        as on systems without them)."""
         # epoll where there is one (Linux: the kernel keeps the set, a wait costs what is ready), else poll(2)
-        self._poll: Any = select.epoll() if hasattr(select, "epoll") else select.poll()
-        self._ms = not hasattr(select, "epoll")  # poll(2) waits in milliseconds, epoll in seconds
+        use_epoll = epoll and hasattr(select, "epoll")
+        self._poll: Any = select.epoll() if use_epoll else select.poll()
+        self._ms = not use_epoll  # poll(2) waits in milliseconds, epoll in seconds
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -92,7 +95,7 @@ class Driver:
         self._live: set[Conversation] = set()
         self._timers: list[tuple[float, int, Conversation, str]] = []
         self._seq = itertools.count()
-        self._pidfd = hasattr(os, "pidfd_open")
+        self._pidfd = pidfd and hasattr(os, "pidfd_open")
         self.thread = threading.Thread(target=self._loop, name="bsdcrypt-ssh-driver", daemon=True)
         self.thread.start()
 

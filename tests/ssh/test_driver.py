@@ -21,20 +21,34 @@ from pathlib import Path
 import pytest
 
 from bsdcrypt.ssh import SSHError
-from bsdcrypt.ssh.driver import ABORTED, OVERFLOW, TIMEOUT, Conversation, driver
+from bsdcrypt.ssh.driver import ABORTED, OVERFLOW, TIMEOUT, Conversation, Driver, driver
 from bsdcrypt.ssh.openssh import OpenSSHContext, OpenSSHHost
 
 FAR = 600.0  # a deadline no test may reach
 WAIT = 60.0  # how long a test waits for what the loop must do
 
 
-def _child(script: str, data: bytes = b"", deadline: float = FAR, max_output: int = 1 << 24,
+# The process's loop (epoll and pidfd on Linux), and one as on systems without them (poll(2), a look
+# at each child every TICK): every behaviour below holds for both.
+_PLAIN: list[Driver] = []
+
+
+@pytest.fixture(params=["native", "plain"])
+def loop(request: pytest.FixtureRequest) -> Driver:
+    if request.param == "native":
+        return driver()
+    if not _PLAIN:
+        _PLAIN.append(Driver(epoll=False, pidfd=False))
+    return _PLAIN[0]
+
+
+def _child(loop: Driver, script: str, data: bytes = b"", deadline: float = FAR, max_output: int = 1 << 24,
            slow_after: float | None = None, on_slow: object = None) -> Conversation:
     proc = subprocess.Popen(["/bin/sh", "-c", script], bufsize=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     conv = Conversation(proc, data, time.monotonic() + deadline, max_output, slow_after,
                         on_slow)  # type: ignore[arg-type]
-    driver().drive(conv)
+    loop.drive(conv)
     return conv
 
 
@@ -60,8 +74,8 @@ def _wait_gone(pid: int) -> bool:
     return False
 
 
-def test_each_child_gets_its_own_output_and_exit_status() -> None:
-    convs = [_child(f"head -c {70000 + i} /dev/zero | tr '\\0' {'ab'[i % 2]}; echo err{i} >&2; exit {i}")
+def test_each_child_gets_its_own_output_and_exit_status(loop: Driver) -> None:
+    convs = [_child(loop, f"head -c {70000 + i} /dev/zero | tr '\\0' {'ab'[i % 2]}; echo err{i} >&2; exit {i}")
              for i in range(12)]
     for i, conv in enumerate(convs):
         _end(conv)
@@ -71,41 +85,41 @@ def test_each_child_gets_its_own_output_and_exit_status() -> None:
         assert conv.proc.returncode == i
 
 
-def test_a_script_longer_than_a_pipe_holds_is_fed_whole() -> None:
+def test_a_script_longer_than_a_pipe_holds_is_fed_whole(loop: Driver) -> None:
     data = b"".join(b"line %06d\n" % i for i in range(60000))  # 720 kB: ten times what a pipe holds
-    conv = _child("sha256sum", data)
+    conv = _child(loop, "sha256sum", data)
     _end(conv)
     assert conv.outcome is None
     assert bytes(conv.out).split()[0].decode() == hashlib.sha256(data).hexdigest()
 
 
-def test_the_deadline_kills_the_whole_process_group() -> None:
-    conv = _child("sleep 600 & echo $!; wait", deadline=1.0)
+def test_the_deadline_kills_the_whole_process_group(loop: Driver) -> None:
+    conv = _child(loop, "sleep 600 & echo $!; wait", deadline=1.0)
     _end(conv)
     assert conv.outcome == TIMEOUT
     grandchild = int(bytes(conv.out).split()[0])
     assert _wait_gone(grandchild), "the child's background process outlived the deadline"
 
 
-def test_the_output_cap_ends_the_conversation_and_kills_the_child() -> None:
-    conv = _child("echo $$; exec cat /dev/zero", max_output=1 << 16)
+def test_the_output_cap_ends_the_conversation_and_kills_the_child(loop: Driver) -> None:
+    conv = _child(loop, "echo $$; exec cat /dev/zero", max_output=1 << 16)
     _end(conv)
     assert conv.outcome == OVERFLOW
     assert len(conv.out) + len(conv.err) <= (1 << 16) + (1 << 16)  # at most one read past the cap
     assert _wait_gone(conv.proc.pid)
 
 
-def test_abort_from_another_thread_ends_it_now() -> None:
-    conv = _child("sleep 600 & echo $!; wait")
+def test_abort_from_another_thread_ends_it_now(loop: Driver) -> None:
+    conv = _child(loop, "sleep 600 & echo $!; wait")
     threading.Timer(0.2, conv.abort).start()
     _end(conv)
     assert conv.outcome == ABORTED
     assert _wait_gone(int(bytes(conv.out).split()[0]))
 
 
-def test_a_child_whose_pipes_outlive_it_is_done_after_a_grace() -> None:
+def test_a_child_whose_pipes_outlive_it_is_done_after_a_grace(loop: Driver) -> None:
     """As a ControlPersist master would: something the child started keeps its stdout open."""
-    conv = _child("setsid sleep 600 & echo started $!; exit 7")
+    conv = _child(loop, "setsid sleep 600 & echo started $!; exit 7")
     try:
         _end(conv)
         assert conv.outcome is None and conv.proc.returncode == 7
@@ -115,9 +129,9 @@ def test_a_child_whose_pipes_outlive_it_is_done_after_a_grace() -> None:
         os.kill(pid, 9)
 
 
-def test_the_slow_note_is_told_once_while_nothing_was_printed() -> None:
+def test_the_slow_note_is_told_once_while_nothing_was_printed(loop: Driver) -> None:
     notes: list[str] = []
-    conv = _child("sleep 600", slow_after=0.05, on_slow=lambda: notes.append("slow"))
+    conv = _child(loop, "sleep 600", slow_after=0.05, on_slow=lambda: notes.append("slow"))
     for _ in range(600):
         if notes:
             break
@@ -179,12 +193,12 @@ def test_openssh_host_maps_exit_255_and_stderr_to_a_row(tmp_path: Path) -> None:
     assert caught.value.kind == "refused"
 
 
-def test_ended_conversations_are_not_kept_until_their_deadline() -> None:
+def test_ended_conversations_are_not_kept_until_their_deadline(loop: Driver) -> None:
     """The loop's deadline timers of ended conversations (minutes away) must not keep each one's output
     alive: at most a few of many are still held when they have all ended."""
     refs = []
     for _ in range(60):
-        conv = _child("head -c 100000 /dev/zero")
+        conv = _child(loop, "head -c 100000 /dev/zero")
         _end(conv)
         refs.append(weakref.ref(conv))
         del conv
