@@ -1,7 +1,8 @@
 """fleet-audit against pyinfra on a faulty fleet of hosts that really run the probe (issue 25).
 
-    python benchmarks/fleet_pyinfra_bench.py --pyinfra PATH [--hosts 500] [--faulty 0.1] [--rounds 2]
-                                             [--parallel 32] [--tools bsdcrypt,openssh,pyinfra] [--json out.json]
+    python benchmarks/fleet_pyinfra_bench.py --pyinfra PATH [--hosts 500] [--faulty 0.1 | --flood 0.3]
+                                             [--flood-mb 16] [--rounds 2] [--parallel 32] [--deadline 600]
+                                             [--tools bsdcrypt,openssh,pyinfra] [--json out.json]
 
 pyinfra is no dependency of bsdcrypt: install it in a virtualenv of its own and name its executable,
     python3 -m venv /tmp/venv-pyinfra && /tmp/venv-pyinfra/bin/pip install pyinfra
@@ -18,6 +19,8 @@ spread evenly over the hosts file, fails the way hosts of a real fleet do, in eq
   auth-refused  sshd does not accept the key (authorized_keys holds another)
   changed-key   known_hosts holds another host key (a reinstalled host, or a man in the middle)
   garbage       logs in, and answers any command with noise and no probe output (a broken host)
+With `--flood SHARE` instead (issue 11's hostile fleet, benchmarks/fleet_hostile_bench.py): that share of the
+hosts answers any command with `--flood-mb` MB of random bytes, the rest are healthy.
 
 Tools, each a separate process measured with wait4 (wall time; CPU user+sys of it and its children:
 the openssh path's ssh processes included; peak RSS; started by benchmarks/rusage.py, so that the RSS
@@ -38,7 +41,10 @@ the session negotiation, banner included, by it; paramiko's own banner timeout i
 What each got back is counted, so a tool that gives up early is not "faster": for bsdcrypt, the report's
 rows (hosts whose status equals the one their recording must give, and error rows by kind); for pyinfra,
 the hosts whose printed output holds every probe step the fake host answers (the same step names and
-exit statuses as the probe run in that chroot locally), the hosts with other output, and the rest.
+exit statuses as the probe run in that chroot locally), the hosts with other output, and the rest. A run
+still going after `--deadline` seconds is killed and counted as it stands (pyinfra 3.10 waits forever on a
+flood host: its reader dies on the first byte that is not UTF-8, the host's window fills, the exit status
+never comes).
 Also counted: connections and exec requests in the sshd logs, and the load average before and after
 every run. Nothing leaves 127.0.0.0/8.
 """
@@ -69,11 +75,12 @@ CONNECT_TIMEOUT = int(DEFAULT_CONNECT_TIMEOUT)  # bsdcrypt's wait for the connec
 FAULTS = ("refused", "blackhole", "auth-refused", "changed-key", "garbage")
 
 
-def measure(cmd: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path) -> dict[str, Any]:
+def measure(cmd: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path, deadline: int) -> dict[str, Any]:
     """One run with its output in files (pyinfra prints every host's output): wall time, CPU and peak RSS
     from wait4 in benchmarks/rusage.py (a small process of its own: a child of this process, which holds
     the parsed outputs, would report this process's peak RSS as its own). `phases`: when each of
-    pyinfra's "--> " stage lines appeared on stderr, in seconds from the start (read every 0.2 s)."""
+    pyinfra's "--> " stage lines appeared on stderr, in seconds from the start (read every 0.2 s). A run
+    still going after `deadline` seconds is killed (`killed`)."""
     import subprocess
     import threading
     import time
@@ -98,19 +105,19 @@ def measure(cmd: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path
     with out.open("wb") as fo, err.open("wb") as fe:
         watcher = threading.Thread(target=watch, args=(time.monotonic(),), daemon=True)
         watcher.start()
-        subprocess.run([sys.executable, "-S", str(REPO / "benchmarks" / "rusage.py"), str(ru), *cmd], cwd=cwd,
-                       env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, check=True)
+        rusage = [sys.executable, "-S", str(REPO / "benchmarks" / "rusage.py"), str(ru), "--deadline", str(deadline)]
+        subprocess.run([*rusage, *cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, check=True)
         done.set()
         watcher.join()
     m = json.loads(ru.read_text())
     return {"wall": m["wall_s"], "rc": m["rc"], "cpu": m["cpu_s"], "rss_mb": m["maxrss_mb"], "load_before": load0,
-            "load_after": os.getloadavg()[0], "phases": phases}
+            "load_after": os.getloadavg()[0], "phases": phases, "killed": m["killed"]}
 
 
-def layout(n: int, share: float) -> dict[int, str]:
+def layout(n: int, share: float, kinds: tuple[str, ...] = FAULTS) -> dict[int, str]:
     """Which host indexes are faulty, and how: spread evenly, the kinds in turn."""
     count = round(n * share)
-    return {int(k * n / count): FAULTS[k % len(FAULTS)] for k in range(count)} if count else {}
+    return {int(k * n / count): kinds[k % len(kinds)] for k in range(count)} if count else {}
 
 
 def bsdcrypt_rows(report: Path, kind_of: dict[str, str], expect: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -182,7 +189,11 @@ def main() -> None:
     ap.add_argument("--pyinfra", default="pyinfra", help="the pyinfra executable (a virtualenv of its own)")
     ap.add_argument("--hosts", type=int, default=500)
     ap.add_argument("--faulty", type=float, default=0.1, help="the share of faulty hosts (their kinds in turn)")
+    ap.add_argument("--flood", type=float, default=0.0,
+                    help="instead of --faulty: the share of hosts answering --flood-mb MB of random bytes")
+    ap.add_argument("--flood-mb", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--deadline", type=int, default=600, help="kill a tool's run after this many seconds")
     ap.add_argument("--parallel", type=int, default=32)
     ap.add_argument("--tools", default="bsdcrypt,openssh,pyinfra")
     ap.add_argument("--json", help="also write every run as JSON here")
@@ -211,17 +222,20 @@ def run(args: argparse.Namespace) -> None:
             recs.remove(rec)
             continue
         roots[rec] = root
-    faulty = layout(args.hosts, args.faulty)
+    if args.flood and args.faulty:
+        raise SystemExit("--flood and --faulty are two fleets: give one of them (--faulty 0 --flood 0.3)")
+    faulty = layout(args.hosts, args.flood, ("flood",)) if args.flood else layout(args.hosts, args.faulty)
     names = [lb.healthy_address(i) for i in range(args.hosts)]
     kind_of = {a: faulty.get(i, "healthy") for i, a in enumerate(names)}
-    fleet = lb.LoopbackFleet(work / "fleet", blackholes=[a for a in names if kind_of[a] == "blackhole"])
+    fleet = lb.LoopbackFleet(work / "fleet", blackholes=[a for a in names if kind_of[a] == "blackhole"],
+                             flood_bytes=args.flood_mb * 1_000_000)
     rec_of: dict[str, Path] = {}
     for i, addr in enumerate(names):
         kind = kind_of[addr]
         if kind == "healthy":
             rec_of[addr] = recs[i % len(recs)]
             fleet.add(addr, "chroot", rec_of[addr], root=roots[rec_of[addr]])
-        elif kind in ("auth-refused", "garbage"):
+        elif kind in ("auth-refused", "garbage", "flood"):
             fleet.add(addr, kind)
         elif kind == "changed-key":
             fleet.add(addr, "wrong-key")
@@ -276,7 +290,7 @@ def run(args: argparse.Namespace) -> None:
                 out, err = work / "out.txt", work / "err.txt"
                 py_env = dict(env, PYTHONPATH=str(REPO)) if name.startswith("bsdcrypt") else \
                     {k: v for k, v in env.items() if k != "PYTHONPATH"}
-                m = measure(cmd, py_env, work, out, err)
+                m = measure(cmd, py_env, work, out, err, args.deadline)
                 conns, execs = fleet.settled_counts(mark)
                 if name.startswith("bsdcrypt"):
                     got = bsdcrypt_rows(report, kind_of, expect) if report.exists() else \
@@ -287,7 +301,8 @@ def run(args: argparse.Namespace) -> None:
                 row = {"tool": name, "round": rnd + 1, "hosts": args.hosts, "healthy": healthy,
                        "wall_s": round(m["wall"], 2), "cpu_s": round(m["cpu"], 2),
                        "cpu_ms_per_host": round(1000 * m["cpu"] / args.hosts, 2), "peak_rss_mb": round(m["rss_mb"], 1),
-                       "exit": m["rc"], "answered": got["counts"].get("answered", 0), "rows": got["counts"],
+                       "exit": m["rc"], "killed_at_deadline": m["killed"], "answered": got["counts"].get("answered", 0),
+                       "rows": got["counts"],
                        "connections": sum(conns.values()), "execs": sum(execs.values()),
                        "load_before": round(m["load_before"], 2), "load_after": round(m["load_after"], 2),
                        **({"phases": m["phases"]} if m["phases"] else {}),
@@ -313,8 +328,9 @@ def summarize(results: list[dict[str, Any]]) -> None:
     for name in names:
         rs = [r for r in results if r["tool"] == name]
         rows.append([name, len(rs), _mm([r["wall_s"] for r in rs]), _mm([r["cpu_s"] for r in rs]),
-                     _mm([r["peak_rss_mb"] for r in rs]), _mm([r["answered"] for r in rs], 0)])
-    print(tabulate(rows, headers=["tool", "rounds", "wall s", "CPU s", "peak RSS MB", "answered"],
+                     _mm([r["peak_rss_mb"] for r in rs]), _mm([r["answered"] for r in rs], 0),
+                     sum(r["killed_at_deadline"] for r in rs)])
+    print(tabulate(rows, headers=["tool", "rounds", "wall s", "CPU s", "peak RSS MB", "answered", "killed at deadline"],
                    tablefmt="github"))
     base = [r for r in results if r["tool"] == "pyinfra exec"]
     for name in names:

@@ -67,8 +67,9 @@ if [ -f "$D/$A.shell" ]; then
 fi
 case "$SSH_ORIGINAL_COMMAND" in
   '/bin/sh -s') ;;
-  # a garbage host answers its noise to any command (a tool that sends the probe another way: pyinfra's sh -c)
+  # garbage and flood hosts answer any command so (a tool that sends the probe another way: pyinfra's sh -c)
   *) if [ -f "$D/$A.garbage" ]; then exec cat "$D/$A.garbage"; fi
+     if [ -f "$D/$A.flood" ]; then exec head -c "$(cat "$D/$A.flood")" /dev/urandom; fi
      echo "fakehost: unexpected command: $SSH_ORIGINAL_COMMAND" >&2; exit 126 ;;
 esac
 T=$(sed -n 's/^T=//p')
