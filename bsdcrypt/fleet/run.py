@@ -49,7 +49,7 @@ DEFAULT_TIMEOUT = 30.0
 GRACE = 2.0  # after the deadline, how long an aborted worker may take to give up
 FDS_PER_HOST = 4  # socket, agent socket, and a ProxyCommand's pipes
 FD_RESERVE = 64
-WATCH_TICK = 0.1  # seconds between two looks of the watchdog at the hosts in flight
+WATCH_TICK = 0.1  # seconds between two looks of the watchdog at the hosts in flight while progress is shown
 
 
 
@@ -342,6 +342,17 @@ class _Run:
                 self.failed += 1
                 self.given_up += 1
 
+    def next_look(self, live: bool) -> float:
+        """How long the watchdog may wait for a result: WATCH_TICK while a progress line is live, else until
+        the first host in flight is due (its deadline; once aborted, the end of its grace), at most a
+        second, and never past the deadline of a host a worker starts meanwhile (at least `timeout` away)."""
+        if live:
+            return WATCH_TICK
+        now = time.monotonic()
+        with self.lock:
+            dues = [s.deadline + (GRACE if s.aborted else 0.0) for s in self.running.values()]
+        return max(0.01, min([1.0, self.options.timeout, *(due - now for due in dues)]))
+
     def stop(self) -> int:
         """An interrupted run: no new host starts, every host in flight is aborted; returns how many."""
         self.stopping.set()
@@ -397,7 +408,7 @@ def run_fleet(
     given: set[int] = set()
     try:
         while pending:
-            ready = _drain(finished, WATCH_TICK)
+            ready = _drain(finished, run.next_look(progress is not None and progress.enabled))
             before = run.done
             for future in ready:
                 if future in pending:  # not given up meanwhile
