@@ -23,6 +23,10 @@ Tools, run as separate processes one after the other, the order reversed every o
     expected_statuses: the fields that then differ from the golden status are printed);
   - bsdcrypt at REV (--before): the same from a `git archive` of REV, for before/after (held to
     REV's own golden statuses);
+  - `--ssh openssh` (tool openssh; before-openssh: at REV): the same over the system ssh; bsdcrypt's own
+    process alone is measured too (getrusage(RUSAGE_SELF) at exit, less its own start-up: own_cpu),
+    and its ssh children (the tree's CPU less that);
+  - the system ssh alone with the same probe (tool ssh, benchmarks/fleet_baseline_openssh.py);
   - minimal paramiko (benchmarks/fleet_baseline_paramiko.py) with a one-line probe, with bsdcrypt's
     probe written step by step (the probe before issue 13), and with bsdcrypt's probe as sent today.
 Per run: wall time, hosts/s, client CPU (user+sys from wait4, taken in benchmarks/rusage.py) per host
