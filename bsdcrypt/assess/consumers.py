@@ -18,7 +18,7 @@ from bsdcrypt.facts import CpuFeatures, KldFile
 from bsdcrypt.parsers.ifgroup import parse_groups
 from bsdcrypt.parsers.kldstat import file_containing, parse_kldstat
 from bsdcrypt.parsers.ktls import parse_ktls
-from bsdcrypt.parsers.setkey import esp_algorithm, needs_root, no_pfkey, parse_setkey_dump
+from bsdcrypt.parsers.setkey import esp_algorithm, is_number, needs_root, no_pfkey, parse_setkey_dump
 from bsdcrypt.parsers.sysctl import parse_sysctl, unknown_oids
 from bsdcrypt.parsers.zfs import parse_zfs_get
 from bsdcrypt.platform import GUI_LOADED
@@ -266,7 +266,7 @@ def _ipsec(ev: Evidence, status: Status, kld: list[KldFile], features: CpuFeatur
             cipher = ESP_CIPHERS.get(name_of or "")
             # an AEAD (AES-GCM, ChaCha20-Poly1305) SA has no A: line; a cipher+HMAC SA needs both in one driver
             verdict, by, why = cipher_verdict(cipher, status, auth if cipher in AES_CIPHERS else None, features)
-            if enc and enc.isdigit():
+            if is_number(enc):
                 why = (f"setkey printed algorithm number {enc}, {name_of} in FreeBSD's pfkeyv2.h; {why}" if name_of
                        else f"setkey printed algorithm number {enc}, which no FreeBSD pfkeyv2.h value bsdcrypt "
                        "knows names")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from bsdcrypt.parsers import ia32cap
+from bsdcrypt.parsers import decimal, ia32cap
 from bsdcrypt.parsers.openssl_version import parse_version
 from bsdcrypt.probe import OPENSSL_PROGRAMS, Evidence, StepName, openssl_step
 from bsdcrypt.status import CPUInfo, CryptoLibInfo, Finding, OverrideInfo, ServiceLinkInfo, Status, UserlandInfo
@@ -105,9 +105,10 @@ def overrides(ev: Evidence, detected: tuple[int, ...] | None, lib: ia32cap.Libra
     out: list[OverrideInfo] = []
     for raw in text.splitlines():
         parts = raw.split(":", 2)
-        if len(parts) < 3 or not parts[1].isdigit():
+        line = decimal(parts[1]) if len(parts) == 3 else None
+        if line is None:
             continue
-        path, line, content = visible(parts[0], None), int(parts[1]), parts[2]
+        path, content = visible(parts[0], None), parts[2]
         if content.lstrip().startswith("#"):
             continue  # a comment: rc.conf, drop-ins, profile and login.conf alike ignore it
         scope, service = _scope(path, content)

@@ -18,3 +18,12 @@ def clean_text(text: str) -> str:
     if "\\000" in text:
         text = text.replace("\\000", "")
     return text.replace("\x00", "") if "\x00" in text else text
+
+
+def decimal(text: str | None, digits: int = 20) -> int | None:
+    """An unsigned ASCII decimal of 1..`digits` digits as an int, else None (never raises). int()
+    alone takes other scripts' digits ('١٢'), raises on '²' (str.isdigit() says yes) and on numbers
+    over 4300 digits: host text goes through this instead."""
+    if text is None or not 0 < len(text) <= digits or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from bsdcrypt.facts import CpuFeatures, DmesgBoot, DriverMessage, GeliProvider
-from bsdcrypt.parsers import clean_text
+from bsdcrypt.parsers import clean_text, decimal
 
 DRIVERS = ("aesni", "armv8crypto", "ossl", "padlock")
 
@@ -36,8 +36,10 @@ _SYSLOG_TIME = re.compile(r"^[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:\d\d:\d\d ")
 _SYSLOG_TAG = re.compile(r"([^\s:\[]+)(?:\[\d+\])?: ?")
 _COPYRIGHT = re.compile(r"^Copyright \(c\) .*\bProject\.?\s*$")
 _BANNER = re.compile(r"^(\w*BSD) (\d+\.\d+\S*)")
-_CPU_X86 = re.compile(r"^CPU: (.*?)\s*(?:\(\d+(?:\.\d+)?-MHz [^()]*-class CPU\))?\s*$")
-_CPU_ARM = re.compile(r"^CPU\s*0: (.*?)(?:\s+affinity:.*)?$")
+# The lines these are matched against are stripped; no `(.*?)\s*$`: over a long blank run inside a
+# hostile line that form backtracks in quadratic to cubic time (tests/parsers/test_dmesg_hostile.py).
+_CPU_MHZ = re.compile(r"\(\d+(?:\.\d+)?-MHz [^()]*-class CPU\)")  # the x86 line's tail
+_CPU_ARM = re.compile(r"^CPU\s*0: ")
 _BITFIELD = re.compile(r"^(Features2|Structured Extended Features|Structured Extended Features2)"
                        r"=0x([0-9a-fA-F]+)<(.*)$")
 # The bits bsdcrypt reads, by field (x86 specialreg.h: CPUID2_PCLMULQDQ 0x2, CPUID2_MOVBE 0x400000,
@@ -52,12 +54,12 @@ FIELD_BITS: dict[str, dict[str, int]] = {
 _BITFIELD_PREFIXES = ("Features2=", "Structured Extended Features")
 _ISA0 = re.compile(r"^Instruction Set Attributes 0 = <(.*)$")
 _HYPERVISOR = re.compile(r'^Hypervisor: Origin = "(.*)"\s*$')
-_DRIVER = re.compile(r"^(" + "|".join(DRIVERS) + r")(\d+): (.*?)\s*$")
+_DRIVER = re.compile(r"^(" + "|".join(DRIVERS) + r")(\d+): (.*)$")
 _ROOT_MOUNT = "Trying to mount root from "
 _GELI = "GEOM_ELI: "
 _GELI_DEVICE = re.compile(r"^GEOM_ELI: Device (\S+) (created|destroyed)\.")
 _GELI_DETACHED = re.compile(r"^GEOM_ELI: Detached (\S+) on last close\.")
-_GELI_FIELD = re.compile(r"^GEOM_ELI:\s+(Encryption|Integrity|Crypto): (.*?)\s*$")
+_GELI_FIELD = re.compile(r"^GEOM_ELI:\s+(Encryption|Integrity|Crypto): (.*)$")
 # MACHINE values the banner ends with (sys/*/include/param.h)
 MACHINES = frozenset({"amd64", "i386", "arm64", "arm", "powerpc", "riscv", "mips", "sparc64", "pc98"})
 # Strings that name a hypervisor where the CPUID origin is absent (VirtualBox sets no HV bit on
@@ -340,9 +342,7 @@ def parse_dmesg(text: str) -> DmesgBoot:
             hbsd = True
             continue
         if line.startswith("CPU"):
-            m = _CPU_X86.match(line) if line.startswith("CPU: ") else _CPU_ARM.match(line)
-            if m and m.group(1):
-                model = m.group(1)
+            model = _cpu_model(line) or model
             continue
         if line.startswith(_BITFIELD_PREFIXES):
             m = _BITFIELD.match(line)
@@ -416,6 +416,26 @@ def parse_dmesg(text: str) -> DmesgBoot:
     )
 
 
+def _cpu_model(line: str) -> str | None:
+    """The CPU model of a stripped x86 `CPU: MODEL (N-MHz K8-class CPU)` or arm64 `CPU  0: MODEL
+    affinity: ...` line (None: neither, or no model): the tails found by str search, not by a
+    backtracking regex."""
+    if line.startswith("CPU: "):
+        rest = line[5:]
+        k = rest.rfind("(")
+        if k >= 0 and _CPU_MHZ.fullmatch(rest, k):
+            rest = rest[:k].rstrip()
+        return rest or None
+    m = _CPU_ARM.match(line)
+    if m is None:
+        return None
+    rest = line[m.end():]
+    k = rest.find("affinity:")
+    while k == 0 or k > 0 and not rest[k - 1].isspace():  # the tail starts with blanks
+        k = rest.find("affinity:", k + 1)
+    return (rest[:k].rstrip() if k > 0 else rest) or None
+
+
 def _geli_line(line: str, geli: dict[str, dict[str, str]], current: str | None) -> str | None:
     """Fold one GEOM_ELI line into `geli` (provider -> fields); returns the provider it concerns."""
     m = _GELI_DEVICE.match(line)
@@ -438,11 +458,11 @@ def _geli_line(line: str, geli: dict[str, dict[str, str]], current: str | None) 
 
 def _geli_provider(name: str, f: dict[str, str]) -> GeliProvider:
     enc = f.get("Encryption", "").split()
-    key = enc[1] if len(enc) > 1 and enc[1].isdigit() else None
+    key = decimal(enc[1]) if len(enc) > 1 else None
     return GeliProvider(
         name=name,
         encryption=enc[0] if enc else None,
-        key_length=int(key) if key else None,
+        key_length=key,
         crypto=f.get("Crypto"),
         authentication=f.get("Integrity"),
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from bsdcrypt.facts import GeliProvider
-from bsdcrypt.parsers import clean_text
+from bsdcrypt.parsers import clean_text, decimal
 
 _KEYS = (
     "Geom name", "State", "EncryptionAlgorithm", "KeyLength", "AuthenticationAlgorithm", "Crypto",
@@ -34,8 +34,8 @@ def _unflow(line: str) -> list[str]:
 def _int(value: str | None) -> int | None:
     if value is None:
         return None
-    m = re.match(r"^\s*(\d+)", value)
-    return int(m.group(1)) if m else None
+    m = re.match(r"^\s*([0-9]+)", value)
+    return decimal(m.group(1)) if m else None
 
 
 def _make(name: str, conf: dict[str, str], consumer: str | None) -> GeliProvider:

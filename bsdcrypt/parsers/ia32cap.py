@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from bsdcrypt.parsers import decimal
 from bsdcrypt.parsers.openssl_version import OpensslVersion
 
 AESNI_BIT = 57
@@ -70,8 +71,8 @@ def library(v: OpensslVersion | None) -> Library:
 
 
 def _pre_number(pre: str) -> int:
-    digits = "".join(c for c in pre if c.isdigit())
-    return int(digits) if pre.startswith("pre") and digits else 99
+    n = decimal(pre[3:]) if pre.startswith("pre") else None
+    return 99 if n is None else n
 
 
 def format_value(words: tuple[int, ...]) -> str:

@@ -28,6 +28,7 @@ _WORDS = r"(0x[0-9a-fA-F]{1,16}(?::0x[0-9a-fA-F]{1,16}){0,9})"
 _CPUINFO = r"^CPUINFO:\s+OPENSSL_ia32cap=" + _WORDS + r"(?:\s+env:(.*))?$"
 _OTHER_CAP = r"^CPUINFO:\s+OPENSSL_(armcap|ppccap|s390xcap|riscvcap|sparcv9cap)="
 _PRE = r"(?i)^-(pre\d+|alpha\d+|beta\d+|dev)$"
+_MAX_LINE = 1024  # the longest version line read (OPENSSL_VERSION_TEXT twice is ~100 characters)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,8 @@ def parse_version(text: str) -> OpensslVersion | None:
     version line (a CPUINFO-only `-c` output is read by `parse_cpuinfo`). Never raises."""
     found: OpensslVersion | None = None
     for raw in clean_text(text).splitlines():
+        if len(raw) > _MAX_LINE:
+            continue  # _FIRST backtracks quadratically over a long blank run: no version line is this long
         m = re.match(_FIRST, raw.strip())
         if m:
             prog = _version(m.groups()[0:6])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from bsdcrypt.facts import IpsecSA, SetkeyDump
-from bsdcrypt.parsers import clean_text
+from bsdcrypt.parsers import clean_text, decimal
 
 _SA = re.compile(r"^(esp|ah|ipcomp|esp-udp|tcp)\s+mode=(\S+)")
 _ALG = re.compile(r"^([EAC]):\s+(\S+)")
@@ -81,12 +81,18 @@ def parse_setkey_dump(text: str) -> SetkeyDump:
     return SetkeyDump()
 
 
+def is_number(printed: str | None) -> bool:
+    """Whether an `E:`/`A:` value is a bare number (GETMSGV2S's `%u`): ASCII digits only."""
+    return printed is not None and printed.isascii() and printed.isdigit()
+
+
 def esp_algorithm(printed: str | None) -> str | None:
     """The setkey name of an `E:` value as printed: a name stays, a bare number becomes the name
-    FreeBSD's pfkeyv2.h gives it (None: a number bsdcrypt cannot name)."""
-    if printed is None or not printed.isdigit():
+    FreeBSD's pfkeyv2.h gives it (None: a number bsdcrypt cannot name, however long)."""
+    if printed is None or not is_number(printed):
         return printed
-    return ESP_NUMBERS.get(int(printed))
+    n = decimal(printed)
+    return ESP_NUMBERS.get(n) if n is not None else None
 
 
 def needs_root(dump: SetkeyDump) -> bool:
