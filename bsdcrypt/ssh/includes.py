@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 
+from bsdcrypt.parsers import decimal
 from bsdcrypt.ssh.errors import SSHError
 from bsdcrypt.ssh.files import read_regular
 
@@ -35,10 +36,18 @@ def system_config() -> str:
     """The system-wide client config, ssh_config(5)'s /etc/ssh/ssh_config."""
     return SYSTEM_CONFIG_DIR + "/ssh_config"
 
-_KEYWORD = re.compile(r"^\s*(\w+)(?:\s*=\s*|\s+)(.*?)\s*$")
+# The keyword and its separator only: the value is the rest, right-stripped (a lazy `(.*?)\s*$` for it
+# backtracks quadratically over a long blank run inside a line).
+_KEYWORD = re.compile(r"\s*(\w+)(?:\s*=\s*|\s+)")
 _NO_PARAM = ("all", "canonical", "final")
 
 Clause = tuple[str, str]  # ("host" | "match", the rest of the line)
+
+
+def _keyword(line: str) -> tuple[str, str] | None:
+    """(keyword as written, its value without trailing blanks) of a config line, else None."""
+    m = _KEYWORD.match(line)
+    return None if m is None else (m.group(1), line[m.end():].rstrip())
 
 
 def parse_port(value: str) -> int | None:
@@ -46,12 +55,13 @@ def parse_port(value: str) -> int | None:
     word = _one_word(value)
     if word is None or not (word.isascii() and word.isdigit()):
         return None
-    number = int(word)
-    return number if 1 <= number <= 65535 else None
+    number = decimal(word.lstrip("0") or "0", 5)  # strtonum takes leading zeros
+    return number if number is not None and 1 <= number <= 65535 else None
 
 
 _TIME = re.compile(r"(\d+)([smhdw]?)", re.IGNORECASE)
 _TIME_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_INT_MAX = 2**31 - 1
 
 
 def parse_seconds(value: str) -> int | None:
@@ -60,7 +70,14 @@ def parse_seconds(value: str) -> int | None:
     word = _one_word(value)
     if not word or not word.isascii() or _TIME.sub("", word):
         return None
-    return sum(int(n) * _TIME_UNITS[unit.lower()] for n, unit in _TIME.findall(word))
+    # convtime refuses a total past INT_MAX (-1: "bad time value"); over 10 digits it is past it already
+    total = 0
+    for digits, unit in _TIME.findall(word):
+        n = decimal(digits.lstrip("0") or "0", 10)
+        if n is None:
+            return None
+        total += n * _TIME_UNITS[unit.lower()]
+    return total if total <= _INT_MAX else None
 
 
 # Values ssh checks when it reads the file, in every block, matching or not: a bad one stops ssh
@@ -78,9 +95,9 @@ def _check_value(key: str, value: str, path: str, number: int, where: str = "") 
 
 def _check_lines(lines: list[str], path: str) -> None:
     for number, line in enumerate(lines, start=1):
-        m = _KEYWORD.match(line)
-        if m is not None and m.group(1).lower() in _CHECKED:
-            _check_value(m.group(1).lower(), m.group(2), path, number)
+        kv = _keyword(line)
+        if kv is not None and kv[0].lower() in _CHECKED:
+            _check_value(kv[0].lower(), kv[1], path, number)
 
 
 def read_config(path: str, user_config: bool = True) -> str:
@@ -138,15 +155,15 @@ def _expand(path: str, user_config: bool, outer: list[Clause], depth: int, where
     out: list[str] = []
     local: Clause | None = None
     for number, line in enumerate(text.splitlines(), start=1):
-        m = _KEYWORD.match(line)
-        if m is None or line.lstrip().startswith("#"):
+        kv = _keyword(line)
+        if kv is None or line.lstrip().startswith("#"):
             out.append(line)
             continue
-        key = m.group(1).lower()
+        key, value = kv[0].lower(), kv[1]
         if key in _CHECKED:
-            _check_value(key, m.group(2), path, number, where)
+            _check_value(key, value, path, number, where)
         if key in ("host", "match"):
-            local = (key, m.group(2))
+            local = (key, value)
             out.append(_header(outer + [local], path, number) if outer else line)
             continue
         if key != "include":
@@ -155,7 +172,7 @@ def _expand(path: str, user_config: bool, outer: list[Clause], depth: int, where
         here = f" (Include at {path} line {number})"
         cond = outer + ([local] if local is not None else [])
         try:
-            patterns = shlex.split(m.group(2), comments=True)
+            patterns = shlex.split(value, comments=True)
         except ValueError as exc:
             raise SSHError("config", f"{path} line {number}: bad Include: {exc}") from exc
         if not patterns:

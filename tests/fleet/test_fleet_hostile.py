@@ -47,6 +47,8 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     ("22", 22), ("1", 1), ("65535", 65535), ('"2222"', 2222), ("22 # the usual", 22), ("022", 22),
     ("0", None), ("65536", None), ("99999", None), ("abc", None), ("-1", None), ("22 23", None), ("", None),
     ("２２", None), ("22abc", None), ("0x16", None), ('"22', None),
+    # strtonum takes leading zeros; a digit run past Python's int() limit is a bad port, not a traceback
+    ("0000000000022", 22), ("9" * 5000, None), ("0" * 5000 + "22", 22),
 ])
 def test_port_values_are_taken_as_ssh_takes_them(value: str, port: int | None) -> None:
     assert parse_port(value) == port
@@ -55,12 +57,30 @@ def test_port_values_are_taken_as_ssh_takes_them(value: str, port: int | None) -
 @pytest.mark.parametrize(("value", "seconds"), [
     ("30", 30), ("0", 0), ("1m30s", 90), ("2h", 7200), ("1W", 604800), ("10s # short", 10),
     ("abc", None), ("-5", None), ("1.5", None), ("30x", None), ("", None), ("m", None),
+    # convtime (OpenSSH misc.c): a total past INT_MAX is a bad time value; 5,000 digits never reach int()
+    ("2147483647", 2147483647), ("2147483648", None), ("35791394m", 2147483640), ("35791395m", None),
+    ("9" * 5000, None), ("000000000030", 30),
 ])
 def test_time_values_are_taken_as_ssh_takes_them(value: str, seconds: int | None) -> None:
     assert parse_seconds(value) == seconds
 
 
 BAD_VALUES = [("Port", "abc"), ("Port", "0"), ("Port", "99999"), ("ConnectTimeout", "soon")]
+
+
+def test_a_long_blank_run_inside_a_config_line_is_read_in_linear_time(tmp_path: Path) -> None:
+    """A keyword, hundreds of thousands of blanks, then a value (within the 1 MiB a config may have): the
+    line is split without a regex that backtracks over the blanks (a lazy `(.*?)\\s*$` took quadratic
+    time here); the value is still checked as ssh checks it."""
+    from bsdcrypt.ssh.errors import SSHError
+    from bsdcrypt.ssh.includes import read_config
+
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n    Port" + " \t" * 200_000 + "x" + " " * 400_000 + "y\n")
+    with pytest.raises(SSHError, match="line 2"):
+        read_config(str(cfg))  # "x <blanks> y" is two words: a bad port, refused with the file's line
+    cfg.write_text("Host *\n    Port" + " " * 450_000 + "2222" + " " * 450_000 + "\n")
+    assert "2222" in read_config(str(cfg))
 
 
 @pytest.mark.slow
