@@ -37,7 +37,7 @@ _SYSLOG_TAG = re.compile(r"([^\s:\[]+)(?:\[\d+\])?: ?")
 _COPYRIGHT = re.compile(r"^Copyright \(c\) .*\bProject\.?\s*$")
 _BANNER = re.compile(r"^(\w*BSD) (\d+\.\d+\S*)")
 # The lines these are matched against are stripped; no `(.*?)\s*$`: over a long blank run inside a
-# hostile line that form backtracks in quadratic to cubic time (tests/parsers/test_dmesg_hostile.py).
+# hostile line that form backtracks in quadratic to cubic time (tests/parsers/test_long_runs.py).
 _CPU_MHZ = re.compile(r"\(\d+(?:\.\d+)?-MHz [^()]*-class CPU\)")  # the x86 line's tail
 _CPU_ARM = re.compile(r"^CPU\s*0: ")
 _BITFIELD = re.compile(r"^(Features2|Structured Extended Features|Structured Extended Features2)"

@@ -19,7 +19,8 @@ _KEYS = (
     "Version", "UsedKey", "Flags", "KeysAllocated", "KeysTotal", "Providers", "Consumers",
     "Mediasize", "Sectorsize", "Stripesize", "Stripeoffset", "Mode",
 )
-_REFLOW = re.compile(r"(?<=\S)\s*(" + "|".join(re.escape(k) for k in _KEYS) + r"|\d+\. Name):")
+# `(?<!\d)`: a number is tried from its first digit only (from every digit, a long digit run cost quadratic time)
+_REFLOW = re.compile(r"(?<=\S)\s*(" + "|".join(re.escape(k) for k in _KEYS) + r"|(?<!\d)\d+\. Name):")
 _ITEM = re.compile(r"^\d+\. Name: ?(.*)$")
 _CONF = re.compile(r"^([A-Za-z][A-Za-z0-9 _-]*?): ?(.*)$")
 

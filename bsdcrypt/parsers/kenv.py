@@ -11,7 +11,7 @@ import re
 
 from bsdcrypt.parsers import clean_text
 
-_LINE = re.compile(r'^\s*([A-Za-z0-9_.\[\]-]+)="?(.*?)"?\s*$')
+_LINE = re.compile(r"^([A-Za-z0-9_.\[\]-]+)=")  # on the stripped line: the value is the rest, unquoted
 
 # smbios.system.maker / .product and smbios.bios.vendor values of hypervisors -> kern.vm_guest names.
 # The product names are the ones sys/x86/x86/identcpu.c matches (vm_pnames: "VMware Virtual Platform",
@@ -41,9 +41,14 @@ def parse_kenv(text: str) -> dict[str, str]:
     """`name="value"` or `name=value` lines; anything else is skipped. Never raises."""
     out: dict[str, str] = {}
     for line in clean_text(text).splitlines():
+        line = line.strip()
         m = _LINE.match(line)
         if m:
-            out[m.group(1)] = m.group(2)
+            # an optional quote at each end, by str tests: the regex form `"?(.*?)"?\s*$` backtracked
+            # quadratically over a long blank run inside a hostile value
+            value = line[m.end():]
+            value = value[1:] if value.startswith('"') else value
+            out[m.group(1)] = value[:-1] if value.endswith('"') else value
     return out
 
 

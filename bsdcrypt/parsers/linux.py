@@ -14,15 +14,15 @@ _LINE = re.compile(r"^\s*(?:flags|Features|Flags)\s*:\s*(.*)$")
 _FLAG = re.compile(r"^[a-z0-9_.]+$")
 
 
-_MODEL = re.compile(r"^\s*model name\s*:\s*(.*?)\s*$")
+_MODEL = re.compile(r"^\s*model name\s*:")  # the model is the stripped rest (no `(.*?)\s*$`: it backtracks)
 
 
 def parse_cpuinfo_model(text: str) -> str | None:
     """The `model name` of the first CPU (x86); None when absent. Never raises."""
     for line in clean_text(text).splitlines():
         m = _MODEL.match(line)
-        if m and m.group(1):
-            return m.group(1)
+        if m and (model := line[m.end():].strip()):
+            return model
     return None
 
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 MD_NAME = re.compile(r"^md[0-9]+$")
 
 
-_HUMAN = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([BKMGTPE]?)\s*$", re.I)
+_HUMAN = re.compile(r"^([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([BKMGTPE]?)$", re.I)  # on the stripped text
 
 
 def parse_human_size(text: str) -> int | None:
     """mdconfig -l -v's length (libutil humanize_number, HN_AUTOSCALE|HN_DECIMAL, 1024-based):
     "1.0G", "512M", "64M" -> bytes (rounded as printed)."""
-    m = _HUMAN.match(text)
+    m = _HUMAN.match(text.strip())
     if not m:
         return None
     scale = "BKMGTPE".index(m.group(2).upper() or "B")

@@ -112,7 +112,9 @@ def parse(text: str) -> SpeedResult:
     return SpeedResult(version=version, ia32cap=cap, ia32cap_env=cap_env, block_sizes=sizes, rows=tuple(rows))
 
 
-_COUNT = re.compile(r"(\d+) (\S+(?: \S+)?)'s in (\d+(?:\.\d+)?)s")
+# a count is tried from its first digit only, at most 19 digits (tried from every digit, a long digit run
+# cost quadratic time; more digits than an int64 would be a number int() refuses past 4300)
+_COUNT = re.compile(r"(?<!\d)(\d{1,19}) (\S+(?: \S+)?)'s in (\d{1,19}(?:\.\d{1,19})?)s")
 
 
 def parse_counts(stderr: str) -> list[tuple[int, str, float]]:
