@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from bsdcrypt.parsers import clean_text
 from bsdcrypt.parsers.dmesg import parse_dmesg
-from bsdcrypt.parsers.ifgroup import members, parse_ifconfig
+from bsdcrypt.parsers.ifgroup import is_ifname, members, parse_ifconfig
 from bsdcrypt.parsers.version import parse_release
 from bsdcrypt.probe import Evidence, File, Step, StepName, file_step
 
@@ -43,8 +43,8 @@ _COMMANDS = re.compile(
 )
 _BARE_COMMAND = re.compile(
     r"^(?:sudo\s+|doas\s+)?(?:dmesg(?: -a)?|cat /var/run/dmesg\.boot|kldstat(?: -v)?|uname -[a-zA-Z]+"
-    r"|geli list(?: \S+)?|kenv(?: -q)?(?: \S+)?|sysctl [a-z][\w.% -]*|cat /boot/loader\.conf(?:\.local|\.d/\S+)?)\s*$"
-)
+    r"|geli list(?: \S+)?|kenv(?: -q)?(?: \S+)?|sysctl [a-z][\w.% -]*|cat /boot/loader\.conf(?:\.local|\.d/\S+)?)$"
+)  # matched against stripped lines: no `\s*$` after sysctl's `[\w.% -]*` (quadratic over a blank run)
 _FENCE = re.compile(r"^\s*(?:```|~~~)\S*\s*$")
 _QUOTE = re.compile(r"^(?:>[ \t]?)+")  # a mail reply's quote marks: "> ", ">>", "> > "
 _BOOT_START = re.compile(r"^(?:---<<BOOT>>---|Copyright \(c\) \S+ The \w*BSD Project\.?)\s*$")
@@ -66,7 +66,6 @@ _ZFS_LINE = re.compile(r"^\S+\s+\S+\s+\S.*$")
 _SA_START = re.compile(r"^\s+(?:esp|ah|ipcomp|esp-udp|tcp) mode=\S+ spi=")
 _SETKEY_LONE = re.compile(r"^(?:No SAD entries\.|pfkey_open: .*)$")
 _IFGROUP = re.compile(r"^-g\s+(openvpn|wg|tun|tap)\s*$")
-_IFACE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,15}$")
 TUNNEL_GROUPS = ("openvpn", "wg", "tun", "tap")  # the groups the probe lists (probe.TUNNEL_GROUPS_SCRIPT)
 
 
@@ -114,7 +113,7 @@ def _command_kind(cmd: str) -> tuple[str, str | None] | None:
         words = args.split()
         if words in ([], ["-a"]):
             return "ifconfig", "all"
-        return ("ifconfig", None) if len(words) == 1 and _IFACE.match(words[0]) else None
+        return ("ifconfig", None) if len(words) == 1 and is_ifname(words[0]) and words[0][0] != "-" else None
     filtered = "|" in args or prog in ("grep", "egrep", "head", "tail")
     if "dmesg" in prog or "dmesg" in args:
         return ("dmesg_filtered" if filtered else "dmesg"), None
@@ -360,7 +359,8 @@ def _consumer_steps(p: Paste, steps: dict[str, Step]) -> None:
     if p.ifconfig:
         for g, found in _ifconfig_groups(parse_ifconfig("\n".join(p.ifconfig)), p.ifconfig_all).items():
             listed = groups.setdefault(g, [])
-            listed.extend(i for i in found if i not in listed)
+            seen = set(listed)  # (found holds each interface once: it comes from parse_ifconfig's keys)
+            listed.extend(i for i in found if i not in seen)
     if groups:
         listing = [line for g, names in sorted(groups.items()) for line in [f"== {g}", *names]]
         steps[StepName.TUNNEL_GROUPS] = Step(0, _text(listing))

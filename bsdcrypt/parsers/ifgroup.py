@@ -5,8 +5,10 @@ name per line (sbin/ifconfig/ifgroup.c); nothing for a group without members. Gr
 (sys/net/if_ovpn.c: the DCO cloner is named "openvpn", and if_clone puts every interface in the
 group of its cloner's name), `wg` (if_wg), `tun` and `tap`. pfSense also adds its tun(4)/tap(4)
 OpenVPN interfaces (ovpnsN/ovpncN, renamed tunN/tapN) to group `openvpn` (src/etc/inc/openvpn.inc);
-those stay in group `tun` or `tap` too, which no DCO interface is in. A line that is not an interface
-name (an error) is ignored.
+those stay in group `tun` or `tap` too, which no DCO interface is in. Any other line under a group
+(ifconfig's `SIOCGIFGMEMB` error, a shell's "not found") leaves that group unknown: a group without
+members prints nothing (printgroup exits 0 on ENOENT). The kernel takes any name of 1-15 bytes
+(if_rename checks only that it is not empty and unused): `wg-home` is a member like `wg0`.
 
 `ifconfig [-a | IFACE]` prints a block per interface: `NAME: flags=HEX<...> metric N mtu N`, then
 indented lines, among them `\tgroups: G1 G2 ...` (sbin/ifconfig/ifgroup.c getifgroups: every group but
@@ -20,14 +22,22 @@ import re
 from bsdcrypt.parsers import clean_text
 
 _IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,15}$")
-_IF_HEADER = re.compile(r"^\s?([A-Za-z][A-Za-z0-9_.]{0,15}): flags=[0-9a-fA-F]+<")
+_IF_HEADER = re.compile(r"^\s?([^\s:]{1,15}): flags=[0-9a-fA-F]+<")
 _GROUPS = re.compile(r"^\s+groups:\s*(.*)$")
 _MAX = 4096
 
 
+def is_ifname(name: str) -> bool:
+    """Whether `name` can be a FreeBSD interface name as ifconfig prints it (IFNAMSIZ - 1 bytes at
+    most; no blank, no `:`, nothing a terminal would act on)."""
+    return 0 < len(name) <= 15 and name.isprintable() and ":" not in name and not any(c.isspace() for c in name)
+
+
 def parse_groups(text: str) -> dict[str, list[str]]:
-    """Never raises; groups the text did not list are absent (unknown), listed-but-empty are []."""
+    """Never raises; groups the text did not list are absent (unknown), listed-but-empty are [], and
+    a group under which anything but member names was printed (an error) is absent too."""
     out: dict[str, list[str]] = {}
+    failed: set[str] = set()
     group: str | None = None
     for raw in clean_text(text).splitlines():
         line = raw.strip()
@@ -37,9 +47,13 @@ def parse_groups(text: str) -> dict[str, list[str]]:
                 out.setdefault(group, [])
             else:
                 group = None
-        elif group is not None and _IFNAME.match(line) and len(out[group]) < _MAX:
+        elif group is None or not line:
+            continue
+        elif not is_ifname(line):
+            failed.add(group)
+        elif len(out[group]) < _MAX:
             out[group].append(line)
-    return out
+    return {g: names for g, names in out.items() if g not in failed}
 
 
 def parse_ifconfig(text: str) -> dict[str, list[str]]:
@@ -49,7 +63,7 @@ def parse_ifconfig(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     name: str | None = None
     for line in clean_text(text).splitlines():
-        if m := _IF_HEADER.match(line):
+        if (m := _IF_HEADER.match(line)) and is_ifname(m.group(1)):
             name = m.group(1)
             if name not in out and len(out) < _MAX:
                 out[name] = []

@@ -275,3 +275,14 @@ def test_a_new_user_learns_that_analyze_reads_a_pasted_dmesg_boot() -> None:
     assert "bsdcrypt analyze paste.txt" in readme and "dmesg.boot" in readme
     out = run_cli("analyze", "--help", env={"COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}, check=True).stdout
     assert "pastes" in out and "dmesg.boot" in out
+
+
+@pytest.mark.parametrize("line", ["sysctl a" + " " * 1_000_000 + "!", "$ ifconfig -g wg\n" + "x" * 1_000_000])
+def test_a_long_hostile_paste_line_is_read_in_bounded_time(line: str) -> None:
+    # `sysctl [\w.% -]*\s*$` backtracked quadratically over a blank run inside a bare command line
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom bsdcrypt.collect.paste import evidence_from_paste\n"
+            "evidence_from_paste(sys.stdin.read())\n")
+    subprocess.run([sys.executable, "-c", code], input=line, text=True, check=True, timeout=240)

@@ -215,8 +215,11 @@ def test_ifconfig_groups_of_several_blocks_and_an_interface_in_none() -> None:
     assert members(got, "openvpn") == ["ovpns1"] and members(got, "tun") == ["ovpns1"]
 
 
-def test_groups_ignore_errors_and_an_unlisted_group_is_absent() -> None:
-    assert parse_groups("ifconfig: garbage here\n== wg\nifconfig: no such group\n") == {"wg": []}
+def test_an_error_under_a_group_leaves_it_unknown_and_an_unlisted_group_is_absent() -> None:
+    # ifconfig -g prints nothing for a group without members (printgroup exits 0 on ENOENT); any other
+    # line is an error (err(1, "SIOCGIFGMEMB"), a shell's "not found"): the group is unknown, never empty
+    assert parse_groups("ifconfig: garbage here\n== wg\nifconfig: SIOCGIFGMEMB: Operation not permitted\n") == {}
+    assert parse_groups("== openvpn\nsh: ifconfig: not found\n== wg\n\nwg0\n") == {"wg": ["wg0"]}
 
 
 @pytest.mark.slow
