@@ -43,9 +43,13 @@ def lines(s: Status, skip: tuple[str, ...] = ("geli",)) -> list[str]:
 
 
 def software(s: Status) -> str:
-    """The fleet cell: the consumers that run AES in software now ("IPsec, ZFS encryption"), "no" when the
+    """The fleet cell: the consumers that run AES in software now ("IPsec, ZFS encryption"), "?" when one
+    the evidence told of may (its verdict unknown: IPsec SAs unreadable without root ...), "no" when the
     evidence told of the consumers and none does, "-" when it told nothing."""
     slow = [LABELS.get(c.kind, c.kind) for c in s.consumers if c.kind != "geli" and c.verdict == "software"]
     if slow:
         return ", ".join(slow)
-    return "no" if any(told(c) and c.kind != "geli" and c.present for c in s.consumers) else "-"
+    shown = [c for c in s.consumers if c.kind != "geli" and told(c)]
+    if any(c.verdict == "unknown" and c.present is not False for c in shown):
+        return "?"
+    return "no" if any(c.present for c in shown) else "-"

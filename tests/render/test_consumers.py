@@ -14,6 +14,7 @@ from bsdcrypt.assess import assess
 from bsdcrypt.hosts.replay import ReplayHost
 from bsdcrypt.hostsfile import HostEntry
 from bsdcrypt.probe import Evidence, Step, StepName
+from bsdcrypt.render import consumers as consumers_render
 from bsdcrypt.render import fleet as fleet_render
 from bsdcrypt.render import html
 from bsdcrypt.render.status import render
@@ -134,3 +135,17 @@ def test_the_shipped_ipsec_recording_reads_as_the_issue_says() -> None:
     assert k["ipsec"].verdict == "software" and k["ipsec"].items[0].cipher == "AES-GCM"
     assert k["ktls"].present is False and k["zfs"].present is False and k["ovpn-dco"].present is False
     assert [f.id for f in s.findings if f.severity == "warning"][:2] == ["consumer-aes-software", "driver-not-loaded"]
+
+
+def test_fleet_cell_is_unknown_not_no_when_a_consumer_in_use_is_unknown() -> None:
+    # IPsec in the kernel, its SAs unreadable without root: whether they run AES in software is not known
+    unreadable = {StepName.SYSCTL_IPSEC: Step(0, b"net.inet.ipsec.def_policy: 1\n"),
+                  StepName.SETKEY_SAD: Step(1, b"pfkey_open: Operation not permitted\n"),
+                  StepName.TUNNEL_GROUPS: Step(0, out("tunnels/derived-14-ovpn-and-wg.txt"))}
+    s = _with(NOT_LOADED, **unreadable)
+    ipsec = next(c for c in s.consumers if c.kind == "ipsec")
+    assert (ipsec.present, ipsec.verdict) == (True, "unknown")
+    assert consumers_render.software(s) == "?"
+    # the same host with the SAs read as root and none in software: no
+    readable = {**unreadable, StepName.SETKEY_SAD: Step(0, b"No SAD entries.\n")}
+    assert consumers_render.software(_with(NOT_LOADED, **readable)) == "no"
