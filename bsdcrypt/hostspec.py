@@ -54,11 +54,11 @@ def quote_value(text: str) -> str:
 
 
 def _port(text: str) -> int:
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # isdigit() alone takes '²', which int() refuses
         raise SpecError(f"bad port {quote_value(text)}")
-    port = int(text)
-    if not 1 <= port <= 65535:
-        raise SpecError(f"port {port} is out of range 1-65535")
+    port = int(text) if len(text) <= 20 else None  # int() refuses more than 4300 digits
+    if port is None or not 1 <= port <= 65535:
+        raise SpecError(f"port {quote_value(text) if port is None else port} is out of range 1-65535")
     return port
 
 

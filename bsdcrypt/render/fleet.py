@@ -22,8 +22,10 @@ from bsdcrypt.status import SEVERITY_RANK, Finding, Status
 
 def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
     """Sort key where digit runs compare as numbers: fw2 before fw10."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
-                 for part in re.split(r"(\d+)", text) if part)
+    # ASCII digit runs only, of a length int() takes: a host or file name holding '1²2' or 5,000 digits
+    # is sorted as text (int('²') and int() of over 4300 digits raise ValueError)
+    return tuple((0, int(part), "") if part[0] in "0123456789" and len(part) <= 300 else (1, 0, part.lower())
+                 for part in re.split(r"([0-9]+)", text) if part)
 
 
 def host_order(entry: HostEntry) -> tuple[Any, ...]:
