@@ -198,6 +198,11 @@ def _zfs(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> C
     if st.rc != 0 and not datasets:
         return ConsumerInfo("zfs", None, "unknown", "encrypted datasets: unknown",
                             reason=f"zfs get failed (exit {st.rc}): run `zfs get encryption,keystatus`")
+    if not datasets and ev.origin != "paste" and (said := _zfs_error(st.text)):
+        # the probe keeps only encrypted datasets' lines (and exits 0 whatever zfs did): any other line is
+        # zfs's or the shell's error (a jail without /dev/zfs ...), which proves no absence
+        return ConsumerInfo("zfs", None, "unknown", "encrypted datasets: unknown",
+                            reason=f"zfs get failed: {said}")
     if not datasets and ev.origin == "paste":
         # a pasted `zfs get` may name some datasets only (or pass through grep): the others are unknown
         return ConsumerInfo("zfs", None, "unknown", "no encrypted dataset among those pasted",
@@ -215,6 +220,14 @@ def _zfs(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> C
     live = sum(1 for i in items if i.verdict != "not-in-use")
     return ConsumerInfo("zfs", True, _worst(items), f"{len(items)} encrypted dataset(s), {live} with the key loaded",
                         items=items)
+
+
+def _zfs_error(text: str) -> str | None:
+    """The first line of a probe's zfs_crypto text that is no dataset line (zfs's error), cut short."""
+    for line in text.splitlines():
+        if line.strip() and not parse_zfs_get(line):
+            return line.strip()[:120]
+    return None
 
 
 def _ipsec_in_kernel(ev: Evidence, kld: list[KldFile]) -> bool | None:

@@ -241,3 +241,13 @@ def test_nothing_affected_no_finding() -> None:
     s = status("aesni", "attached")
     by_kind(s, ev(setkey_sad=SETKEY_GCM, zfs_crypto=ZFS[1], sysctl_ktls=KTLS, tunnel_groups=TUNNELS))
     assert findings(s) == []
+
+
+@pytest.mark.parametrize("text", [b"internal error: failed to initialize ZFS library\n",
+                                  b"cannot open 'tank': dataset does not exist\n"])
+def test_zfs_error_in_probe_output_is_unknown_not_no_dataset(text: bytes) -> None:
+    # the probe keeps only encrypted datasets' lines and exits 0 whatever zfs did: another line is an error
+    c = by_kind(status("aesni", "attached"), ev(zfs_crypto=(0, text)))["zfs"]
+    assert (c.present, c.verdict) == (None, "unknown") and text.decode().strip() in (c.reason or "")
+    # nothing printed: no encrypted dataset (OpenZFS prints nothing when no pool is imported)
+    assert by_kind(status("aesni", "attached"), ev(zfs_crypto=(0, b"")))["zfs"].present is False

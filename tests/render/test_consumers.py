@@ -86,7 +86,10 @@ def test_fleet_rows_csv_and_html_carry_the_consumers() -> None:
 def test_host_text_in_a_dataset_name_is_made_visible() -> None:
     evil = b"zroot/\x1b[31mred\tencryption\taes-256-gcm\n"
     s = _with(NOT_LOADED, **{StepName.ZFS_CRYPTO: Step(0, evil)})
-    assert s.consumers[1].present is False  # a name with an escape is not a dataset name: not read
+    # a name with an escape is no dataset name bsdcrypt reads, but the probe kept the line (encryption not
+    # off): an encrypted dataset may be there, so unknown, never "no encrypted dataset"; shown visibly
+    assert (s.consumers[1].present, s.consumers[1].verdict) == (None, "unknown")
+    assert "\x1b" not in render(s, "table")
     # an SA algorithm name is kept as the host printed it: the table shows its escape visibly
     s = _with(NOT_LOADED, **{StepName.SETKEY_SAD: Step(0, b"\tesp mode=tunnel\n\tE: aes\x1b[2Jx\n")})
     assert s.consumers[2].items[0].algorithm == "aes\x1b[2Jx"
