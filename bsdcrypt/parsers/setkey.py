@@ -22,6 +22,7 @@ _ALG = re.compile(r"^([EAC]):\s+(\S+)")
 _STATE = re.compile(r"\bstate=(\w+)")
 _OPEN = re.compile(r"^pfkey_open:\s*(.*)$")
 _MAX_SAS = 100_000
+_MAX_NAME = 64
 
 # What each FreeBSD setkey prints on an `E:` line, by the release of its lib/libipsec/pfkey_dump.c
 # (str_alg_enc; the kernel's key.c supported_ealgs decides what an SA may use):
@@ -64,7 +65,9 @@ def parse_setkey_dump(text: str) -> SetkeyDump:
             close()
             cur = {"satype": m.group(1), "mode": m.group(2)}
         elif cur is not None and (m := _ALG.match(line)):
-            cur[m.group(1)] = m.group(2)  # C: (IPComp's compression) is kept but means no cipher
+            # C: (IPComp's compression) is kept but means no cipher; a name is cut at _MAX_NAME (setkey's
+            # are under 20 characters: a longer one is no algorithm bsdcrypt knows, and is not echoed whole)
+            cur[m.group(1)] = m.group(2)[:_MAX_NAME]
             if s := _STATE.search(line):  # `C: none  seq=... state=larval` shares the line
                 cur["state"] = s.group(1)
         elif cur is not None and (s := _STATE.search(line)):

@@ -82,3 +82,11 @@ def test_ia32cap_override_with_a_hostile_line_number_is_skipped(line: str) -> No
     ev = Evidence({StepName.UNAME_S: Step(0, b"FreeBSD\n"), StepName.UNAME_A: Step(0, UNAME),
                    StepName.IA32CAP_OVERRIDES: Step(0, grep)})
     assert assess(ev, "h", "test").userland_aes.overrides == []
+
+
+def test_a_huge_sa_algorithm_name_is_cut_not_echoed_whole() -> None:
+    from bsdcrypt.parsers.setkey import parse_setkey_dump
+
+    sa = parse_setkey_dump(f"\tesp mode=tunnel\n\tE: {HUGE}\n\tA: {'x' * 100_000}\n").sas[0]
+    assert (len(sa.encryption or ""), len(sa.authentication or "")) == (64, 64)
+    assert esp_algorithm(sa.encryption) is None  # still a number no pfkeyv2.h value names
