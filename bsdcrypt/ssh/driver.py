@@ -134,6 +134,12 @@ class Driver:
     # ------------------------------------------------------------------ the loop's thread
 
     def _loop(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # a bug in the loop itself: no host may wait for it until its deadline
+            self._abandon_all(exc)
+
+    def _run(self) -> None:
         fds, live, timers = self._fds, self._live, self._timers
         while True:
             wait = max(0.0, timers[0][0] - time.monotonic()) if timers else None
@@ -160,7 +166,45 @@ class Driver:
     def _fail(self, conv: Conversation, exc: Exception) -> None:
         conv.failure = exc
         conv.kill()
-        self._finish(conv, FAILED)
+        try:
+            self._finish(conv, FAILED)
+        except Exception:  # ending it failed too (its fds in a state _close did not expect): let go anyway
+            self._abandon(conv, exc)
+
+    def _abandon(self, conv: Conversation, exc: BaseException) -> None:
+        """End `conv` as FAILED whatever state its fds are in; never raises."""
+        conv.failure = conv.failure or exc
+        with contextlib.suppress(Exception):
+            conv.kill()
+        self._live.discard(conv)
+        fds = list(conv.files) + ([conv.pidfd] if conv.pidfd is not None else [])
+        for fd in fds:
+            with contextlib.suppress(Exception):
+                self._poll.unregister(fd)
+            self._fds.pop(fd, None)
+        for fd in fds:
+            pipe = conv.files.pop(fd, None)
+            with contextlib.suppress(Exception):
+                if pipe is not None:
+                    pipe.close()
+                else:
+                    os.close(fd)  # the pidfd
+        conv.pidfd = None
+        conv.data, conv.on_slow = b"", None
+        conv.outcome = FAILED
+        conv.done.set()
+
+    def _abandon_all(self, exc: BaseException) -> None:
+        """The loop's thread is ending on an error: every conversation it has or was handed ends FAILED
+        (the next `driver()` call starts a new loop)."""
+        held = self._lock.acquire(timeout=1.0)  # not forever: the error may have come while it was held
+        try:
+            new, self._new = self._new, []
+        finally:
+            if held:
+                self._lock.release()
+        for conv in [*self._live, *new]:
+            self._abandon(conv, exc)
 
     def _take_news(self) -> None:
         try:
@@ -182,6 +226,10 @@ class Driver:
 
     def _add(self, conv: Conversation, pipe: IO[bytes], role: int, events: int) -> None:
         fd = pipe.fileno()
+        if role != _IN:
+            # never a blocking read in the loop: an event of one batch can reach a fd number that was
+            # closed and reused within that batch (another host's pipe, with nothing to read yet)
+            os.set_blocking(fd, False)
         conv.files[fd] = pipe
         self._fds[fd] = (conv, role)
         self._poll.register(fd, events)
@@ -212,19 +260,34 @@ class Driver:
     def _at(self, when: float, conv: Conversation, what: str) -> None:
         heapq.heappush(self._timers, (when, next(self._seq), conv, what))
 
-    def _read(self, conv: Conversation, fd: int, role: int) -> None:
-        chunk = os.read(fd, READ_SIZE)
+    def _read(self, conv: Conversation, fd: int, role: int) -> bool:
+        """Read what the pipe holds now; True if something was read (and the conversation goes on)."""
+        try:
+            chunk = os.read(fd, READ_SIZE)
+        except BlockingIOError:  # a stale event: nothing to read now
+            return False
         if not chunk:
             self._close(conv, fd)
             conv.open_outputs -= 1
             if conv.open_outputs == 0 and (conv.exited or conv.pidfd is None):
                 self._finish(conv, None)  # without a pidfd, the host's thread waits for the exit
-            return
+            return False
         (conv.out if role == _OUT else conv.err).extend(chunk)
         conv.size += len(chunk)
         if conv.size > conv.max_output:
             conv.kill()
             self._finish(conv, OVERFLOW)
+            return False
+        return True
+
+    def _drain(self, conv: Conversation) -> None:
+        """Read what ssh's pipes hold now (it exited: all it wrote is there), up to the output cap."""
+        for fd in list(conv.files):
+            role = self._fds[fd][1]
+            if role == _IN:
+                continue
+            while conv in self._live and fd in conv.files and self._read(conv, fd, role):
+                pass
 
     def _write(self, conv: Conversation, fd: int) -> None:
         try:
@@ -260,7 +323,10 @@ class Driver:
                         with contextlib.suppress(Exception):  # a note that cannot be shown ends nothing
                             conv.on_slow()
                 elif what == "grace":
-                    self._finish(conv, None)
+                    # the EOF events may not have been polled yet (a long batch): what ssh wrote is read first
+                    self._drain(conv)
+                    if conv in self._live:
+                        self._finish(conv, None)
                 elif what == "tick" and not conv.exited:
                     if conv.proc.poll() is not None:
                         self._exited(conv)

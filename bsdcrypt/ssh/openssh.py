@@ -60,8 +60,14 @@ def _line(text: bytes) -> str:
     return shown[1:-1] if shown.endswith("'") else shown[1:]
 
 
+DIAGNOSED_TAIL = 8192  # bytes of ssh's stderr read for its diagnostic: its own lines come last
+
+
 def ssh_failure(stderr: bytes, where: str) -> SSHError | None:
-    """The error ssh's stderr describes (it exited 255), None if it printed no diagnostic we know."""
+    """The error ssh's stderr describes (it exited 255), None if it printed no diagnostic we know. Only
+    the tail is read: ssh's stderr also carries the remote's (which may exit 255 itself), and patterns
+    such as `Host key for .* has changed` are quadratic over a long line of repeats."""
+    stderr = stderr[-DIAGNOSED_TAIL:]
     lines = [ln for ln in stderr.replace(b"\r", b"\n").split(b"\n") if ln.strip()]
     text = b"\n".join(lines).decode("utf-8", "replace")
     for pattern, kind in _DIAGNOSTICS:
