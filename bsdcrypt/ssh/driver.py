@@ -15,6 +15,7 @@ its pipes open (a ControlPersist master started by it) is done after EXIT_GRACE.
 from __future__ import annotations
 
 import contextlib
+import errno
 import heapq
 import itertools
 import math
@@ -245,8 +246,9 @@ class Driver:
         if self._pidfd:
             try:
                 conv.pidfd = os.pidfd_open(proc.pid)
-            except OSError:  # an old kernel, or a sandbox refusing it: look every TICK
-                self._pidfd = False
+            except OSError as exc:  # this child is looked at every TICK
+                if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+                    self._pidfd = False  # an old kernel, or a sandbox refusing it: for every child from now on
         now = time.monotonic()
         if conv.pidfd is not None:
             self._fds[conv.pidfd] = (conv, _EXIT)

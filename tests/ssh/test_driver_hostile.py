@@ -141,3 +141,31 @@ def test_ssh_failure_reads_only_the_tail_of_a_hostile_stderr() -> None:
             "f = ssh_failure(err, 'h')\n"
             "assert f is not None and f.kind == 'refused', f\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=240)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this system")
+def test_one_pidfd_refused_for_want_of_fds_keeps_pidfds_for_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.pidfd_open
+    calls: list[int] = []
+
+    def once_out_of_fds(pid: int, flags: int = 0) -> int:
+        calls.append(pid)
+        if len(calls) == 1:
+            raise OSError(24, "Too many open files")  # EMFILE under a big --parallel: passing
+        return real(pid, flags)
+
+    monkeypatch.setattr(os, "pidfd_open", once_out_of_fds)
+    loop = Driver(epoll=True, pidfd=True)
+    first = _child(loop, "echo one")
+    _end(first)
+    assert first.outcome is None and bytes(first.out) == b"one\n"  # looked at every TICK instead
+    second = _child(loop, "sleep 600")
+    try:
+        for _ in range(600):  # the loop sets it while it takes the conversation over
+            if second.pidfd is not None or second.done.is_set():
+                break
+            time.sleep(0.1)
+        assert second.pidfd is not None  # pidfds are still used for the others
+    finally:
+        second.abort()
+        _end(second)
