@@ -68,7 +68,7 @@ import fakehosts  # noqa: E402
 import fleet_bench  # noqa: E402
 
 from bsdcrypt import probe  # noqa: E402
-from bsdcrypt.ssh.client import DEFAULT_CONNECT_TIMEOUT  # noqa: E402
+from bsdcrypt.ssh.limits import DEFAULT_CONNECT_TIMEOUT  # noqa: E402
 
 REPO = fleet_bench.REPO
 CONNECT_TIMEOUT = int(DEFAULT_CONNECT_TIMEOUT)  # bsdcrypt's wait for the connect and the banner

@@ -13,9 +13,10 @@ sockets.py    TCP and ProxyCommand sockets with a byte budget
 files.py      regular, bounded reads of the user's ssh files
 """
 
-from bsdcrypt.ssh.client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_OUTPUT, MAX_PROXY_JUMPS, SSHHost
+from bsdcrypt.ssh.client import MAX_PROXY_JUMPS, SSHHost
 from bsdcrypt.ssh.errors import OPENSSH_HINT, SSHError
 from bsdcrypt.ssh.hostkeys import KnownHosts, KnownKey, fingerprint, known_hosts_name
+from bsdcrypt.ssh.limits import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_OUTPUT
 from bsdcrypt.ssh.settings import (
     DEFAULT_GLOBAL_KNOWN_HOSTS,
     DEFAULT_IDENTITIES,

@@ -23,16 +23,13 @@ from bsdcrypt.hostspec import SSHSpec
 from bsdcrypt.ssh.auth import Attempt, auth_refused, authenticate
 from bsdcrypt.ssh.errors import OPENSSH_HINT, SSHError, shown_bytes, shown_names, ssh_spec
 from bsdcrypt.ssh.hostkeys import KnownKey, fingerprint, short_type
+from bsdcrypt.ssh.limits import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_OUTPUT, SLOW_NOTE_AFTER
 from bsdcrypt.ssh.settings import Lookup, SSHContext, Target, choose, default_context, parse_hop
 from bsdcrypt.ssh.sockets import BudgetSocket, ProxyCommand, connect_tcp
 
 # paramiko logs handshake failures with tracebacks; our callers get one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
-DEFAULT_TIMEOUT = 30.0
-DEFAULT_CONNECT_TIMEOUT = 15.0  # TCP connect + SSH banner, when the config sets no ConnectTimeout
-SLOW_NOTE_AFTER = 3.0  # seconds without a banner before `on_slow` is told (a note on a terminal)
-MAX_OUTPUT = 32 * 1024 * 1024
 MAX_PROXY_JUMPS = 8
 
 

@@ -25,13 +25,9 @@ from bsdcrypt.ssh.driver import ABORTED, FAILED, OVERFLOW, TIMEOUT, Conversation
 from bsdcrypt.ssh.errors import SSHError, shown_bytes, ssh_spec
 from bsdcrypt.ssh.files import check_regular
 from bsdcrypt.ssh.includes import SYSTEM_CONFIG_DIR, read_config
+from bsdcrypt.ssh.limits import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_OUTPUT, SLOW_NOTE_AFTER
 from bsdcrypt.ssh.settings import find_ssh
 
-SLOW_NOTE_AFTER = 3.0  # seconds without a byte from ssh before `on_slow` is told (as on the paramiko path)
-
-DEFAULT_TIMEOUT = 30.0
-DEFAULT_CONNECT_TIMEOUT = 15
-MAX_OUTPUT = 32 * 1024 * 1024
 _BACKSTOP = 5.0  # past the deadline, how long a host waits for the loop before giving up on it
 
 # ssh's stderr (OpenSSH 7-9: ssh.c, sshconnect.c, sshconnect2.c, readconf.c) -> the error kind
