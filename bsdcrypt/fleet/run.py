@@ -415,8 +415,9 @@ def run_fleet(
                     pending.discard(future)
                     run.take(index[future], future.result())
             run.watch(given)
-            if given:
+            if given:  # the hosts given up since the last look: their futures are no longer waited for
                 pending = {f for f in pending if index[f] not in given}
+                given.clear()
             if progress:
                 if run.done != before:
                     progress.update(run.done, run.failed)
