@@ -50,20 +50,23 @@ IA32CAP_OVERRIDES_SCRIPT = (
 
 # Kernel crypto consumers (issue 27). zfs: only encrypted datasets (unencrypted ones print `off` and
 # keystatus `-`), at most 4000 lines; rc 127 without a zfs command.
+ZFS_MAX_LINES = 4000
 ZFS_CRYPTO_SCRIPT = (
     "command -v zfs >/dev/null 2>&1 || exit 127; zfs get -H -o name,property,value -t filesystem,volume"
-    " encryption,keystatus 2>&1 | awk -F '\\t' '$3 != \"off\" && $3 != \"-\"' | head -n 4000; exit 0"
+    f" encryption,keystatus 2>&1 | awk -F '\\t' '$3 != \"off\" && $3 != \"-\"' | head -n {ZFS_MAX_LINES}; exit 0"
 )
 # setkey -D as the probe keeps it: the SA type and mode, the E:/A:/C: algorithm names and the state,
 # `No SAD entries.` and pfkey_open's error (no root: Operation not permitted); never an address, an
 # SPI or key material (pfkey_dump.c prints the keys in hex after the algorithm name). rc is setkey's.
+SETKEY_MAX_LINES = 20000
 SETKEY_SCRIPT = (
     "command -v setkey >/dev/null 2>&1 || exit 127; o=$(setkey -D 2>&1); r=$?; printf '%s\\n' \"$o\" | awk '"
     "$0 ~ /^pfkey_open:/ || $0 == \"No SAD entries.\" { print; next }"
     " ($1 == \"esp\" || $1 == \"ah\" || $1 == \"ipcomp\" || $1 == \"esp-udp\") && $2 ~ /^mode=/"
     " { print \"\\t\" $1 \" \" $2 }"
     " $1 ~ /^[EAC]:$/ { print \"\\t\" $1 \" \" $2 }"
-    " match($0, /state=[a-z]+/) { print \"\\t\" substr($0, RSTART, RLENGTH) }' | head -n 20000; exit $r"
+    " match($0, /state=[a-z]+/) { print \"\\t\" substr($0, RSTART, RLENGTH) }'"
+    f" | head -n {SETKEY_MAX_LINES}; exit $r"
 )
 # Interface groups: openvpn (if_ovpn's cloner, DCO; pfSense also adds its tun/tap OpenVPN interfaces),
 # wg (if_wg), tun and tap (their cloners: an openvpn member also in one of them is no DCO interface).

@@ -22,7 +22,7 @@ from bsdcrypt.parsers.setkey import esp_algorithm, is_number, needs_root, no_pfk
 from bsdcrypt.parsers.sysctl import parse_sysctl, unknown_oids
 from bsdcrypt.parsers.zfs import parse_zfs_get
 from bsdcrypt.platform import GUI_LOADED
-from bsdcrypt.probe import Evidence, Step, StepName
+from bsdcrypt.probe import SETKEY_MAX_LINES, ZFS_MAX_LINES, Evidence, Step, StepName
 from bsdcrypt.status import ConsumerInfo, ConsumerItem, ConsumerVerdict, Finding, Status
 
 AES_CIPHERS = frozenset({"AES-GCM", "AES-CCM", "AES-CBC", "AES-ICM", "AES-XTS"})
@@ -144,6 +144,19 @@ def _step(ev: Evidence, name: str) -> Step | None:
     return ev.step(name)
 
 
+def _cut(ev: Evidence, st: Step, max_lines: int) -> str | None:
+    """Why the list may be longer than shown: the probe keeps at most `max_lines` lines of it (`head -n`),
+    so a collected output of that many lines may have been cut. None when it was not (or was pasted)."""
+    if ev.origin == "paste" or st.text.count("\n") < max_lines:
+        return None
+    return f"the probe keeps {max_lines} lines of this list: there may be more"
+
+
+def _at_least(verdict: ConsumerVerdict, cut: str | None) -> ConsumerVerdict:
+    """A cut list's verdict: what is shown, unless the unshown rest could be worse (then unknown)."""
+    return verdict if cut is None or _ORDER.index(verdict) <= _ORDER.index("unknown") else "unknown"
+
+
 def _kld(ev: Evidence) -> list[KldFile]:
     st = ev.step(StepName.KLDSTAT_V)
     return parse_kldstat(st.text) if st is not None else []
@@ -218,8 +231,10 @@ def _zfs(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> C
             verdict, by = "not-in-use", None
         items.append(ConsumerItem(d.name, d.encryption, cipher, verdict, by=by, state=d.keystatus, why=why))
     live = sum(1 for i in items if i.verdict != "not-in-use")
-    return ConsumerInfo("zfs", True, _worst(items), f"{len(items)} encrypted dataset(s), {live} with the key loaded",
-                        items=items)
+    cut = _cut(ev, st, ZFS_MAX_LINES)
+    return ConsumerInfo("zfs", True, _at_least(_worst(items), cut),
+                        f"{'at least ' if cut else ''}{len(items)} encrypted dataset(s), {live} with the key loaded",
+                        reason=cut, items=items)
 
 
 def _zfs_error(text: str) -> str | None:
@@ -287,7 +302,9 @@ def _ipsec(ev: Evidence, status: Status, kld: list[KldFile], features: CpuFeatur
         name = f"{len(states)} {satype.upper()} SA" + ("s" if len(states) > 1 else "")
         state = ",".join(sorted({s for s in states if s}))
         items.append(ConsumerItem(name, alg, cipher, verdict, by=by, state=state or None, why=why))
-    return ConsumerInfo("ipsec", True, _worst(items), f"{len(dump.sas)} SA(s)", items=items)
+    cut = _cut(ev, st, SETKEY_MAX_LINES) if st is not None else None
+    return ConsumerInfo("ipsec", True, _at_least(_worst(items), cut),
+                        f"{'at least ' if cut else ''}{len(dump.sas)} SA(s)", reason=cut, items=items)
 
 
 def _ktls(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> ConsumerInfo:

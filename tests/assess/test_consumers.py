@@ -251,3 +251,35 @@ def test_zfs_error_in_probe_output_is_unknown_not_no_dataset(text: bytes) -> Non
     assert (c.present, c.verdict) == (None, "unknown") and text.decode().strip() in (c.reason or "")
     # nothing printed: no encrypted dataset (OpenZFS prints nothing when no pool is imported)
     assert by_kind(status("aesni", "attached"), ev(zfs_crypto=(0, b"")))["zfs"].present is False
+
+
+# --- lists the probe cuts (`head -n`): a full list is "at least", and what the rest may be stays open -----
+def _zfs_lines(datasets: int) -> bytes:
+    # the probe's `zfs get -H -o name,property,value` lines of encrypted datasets (zfs(8): tab-separated)
+    return b"".join(b"pool/ds%d\tencryption\taes-256-gcm\npool/ds%d\tkeystatus\tavailable\n" % (i, i)
+                    for i in range(datasets))
+
+
+@pytest.mark.parametrize("driver,shown", [("attached", "accelerated"), ("not-loaded", "software")])
+def test_a_zfs_list_the_probe_cut_is_at_least_and_never_better_than_unknown(driver: str, shown: str) -> None:
+    from bsdcrypt.probe import ZFS_MAX_LINES
+
+    full = by_kind(status("aesni", driver), ev(zfs_crypto=(0, _zfs_lines(ZFS_MAX_LINES // 2))))["zfs"]
+    assert full.detail.startswith(f"at least {ZFS_MAX_LINES // 2} encrypted dataset(s)")  # type: ignore[attr-defined]
+    assert "there may be more" in (full.reason or "")  # type: ignore[attr-defined]
+    # all shown accelerated: the rest may not be, so unknown; software shown stays software (already the worst)
+    assert full.verdict == ("unknown" if shown == "accelerated" else "software")  # type: ignore[attr-defined]
+    short = by_kind(status("aesni", driver), ev(zfs_crypto=(0, _zfs_lines(ZFS_MAX_LINES // 2 - 1))))["zfs"]
+    assert short.verdict == shown and short.reason is None  # type: ignore[attr-defined]
+    assert short.detail.startswith(f"{ZFS_MAX_LINES // 2 - 1} encrypted")  # type: ignore[attr-defined]
+
+
+def test_a_setkey_list_the_probe_cut_is_at_least() -> None:
+    from bsdcrypt.probe import SETKEY_MAX_LINES
+
+    sa = b"\tesp mode=tunnel\n\tE: aes-gcm-16\n\tstate=mature\n"  # the probe's 3 lines of an AEAD SA
+    sas = SETKEY_MAX_LINES // 3 + 1
+    ipsec = by_kind(status("aesni", "attached"), ev(setkey_sad=(0, (sa * sas))))["ipsec"]
+    assert ipsec.detail == f"at least {sas} SA(s)" and ipsec.verdict == "unknown"  # type: ignore[attr-defined]
+    ipsec = by_kind(status("aesni", "attached"), ev(setkey_sad=(0, sa * 10)))["ipsec"]
+    assert ipsec.detail == "10 SA(s)" and ipsec.verdict == "accelerated"  # type: ignore[attr-defined]
