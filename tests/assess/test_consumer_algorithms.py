@@ -9,26 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from assess.test_consumers import CPUS, DRIVERS
 from bsdcrypt.assess.consumers import cipher_verdict, consumers, findings
 from bsdcrypt.facts import CpuFeatures
 from bsdcrypt.probe import Evidence, Step
-from bsdcrypt.status import ConsumerInfo, CPUInfo, DriverInfo, OSInfo, Status
+from bsdcrypt.status import ConsumerInfo, DriverInfo, OSInfo, Status
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "parsers"
-AESNI = ["AES-CBC", "AES-CCM", "AES-GCM", "AES-ICM", "AES-XTS"]
-CPUS = {
-    "aesni": CPUInfo(model="x", aesni=True, sha=False, vm=False),
-    "aesni+sha": CPUInfo(model="x", aesni=True, sha=True, vm=False),
-    "hidden": CPUInfo(model="x", aesni=False, sha=False, vm=True, hypervisor="kvm"),
-    "absent": CPUInfo(model="x", aesni=False, sha=False, vm=False),
-}
-DRIVERS = {
-    "attached": DriverInfo(name="aesni", state="builtin", attached=True, algorithms=AESNI, accelerates_aes=True),
-    "attached+sha": DriverInfo(name="aesni", state="builtin", attached=True, algorithms=[*AESNI, "SHA1", "SHA256"],
-                               accelerates_aes=True),
-    "not-loaded": DriverInfo(name="aesni", state="not-loaded", attached=False, accelerates_aes=False),
-    "no-device": DriverInfo(name="aesni", state="no-device", attached=False, accelerates_aes=False),
-}
 # the dmesg.boot CPU features ossl's amd64 AES-GCM needs (ossl_x86.c), and a CPU with AES-NI but no AVX
 AVX = CpuFeatures(features2=frozenset({"AESNI", "AVX", "PCLMULQDQ", "MOVBE"}), stdext2=frozenset())
 NO_AVX = CpuFeatures(features2=frozenset({"AESNI", "PCLMULQDQ"}), stdext=frozenset(), stdext2=frozenset())

@@ -13,6 +13,8 @@ from bsdcrypt.probe import Evidence, Step, StepName
 from bsdcrypt.status import CPUInfo, DriverInfo, GeliInfo, OSInfo, Status
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "parsers"
+# The CPUs and driver states every consumer table tests against (also read by test_consumers_real and
+# test_consumer_algorithms).
 AESNI_13 = ["AES-CBC", "AES-CCM", "AES-GCM", "AES-ICM", "AES-XTS"]
 
 
@@ -23,6 +25,7 @@ def out(fixture: str) -> bytes:
 # CPU x driver situations: (cpu, primary driver, other drivers)
 CPUS = {
     "aesni": CPUInfo(model="x", aesni=True, sha=False, vm=False),
+    "aesni+sha": CPUInfo(model="x", aesni=True, sha=True, vm=False),
     "hidden": CPUInfo(model="x", aesni=False, sha=False, vm=True, hypervisor="kvm"),
     "absent": CPUInfo(model="x", aesni=False, sha=False, vm=False),
 }

@@ -9,26 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from assess.test_consumers import CPUS, DRIVERS
 from bsdcrypt.assess.consumers import consumers, findings
 from bsdcrypt.probe import Evidence, Step
-from bsdcrypt.status import ConsumerInfo, CPUInfo, DriverInfo, OSInfo, Status
+from bsdcrypt.status import ConsumerInfo, OSInfo, Status
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "parsers"
-AESNI_13 = ["AES-CBC", "AES-CCM", "AES-GCM", "AES-ICM", "AES-XTS"]
-
-CPUS = {
-    "aesni": CPUInfo(model="x", aesni=True, sha=False, vm=False),
-    "hidden": CPUInfo(model="x", aesni=False, sha=False, vm=True, hypervisor="kvm"),
-    "absent": CPUInfo(model="x", aesni=False, sha=False, vm=False),
-}
-DRIVERS = {
-    "attached": DriverInfo(name="aesni", state="builtin", attached=True, algorithms=AESNI_13, accelerates_aes=True),
-    "not-loaded": DriverInfo(name="aesni", state="not-loaded", attached=False, accelerates_aes=False),
-    "no-device": DriverInfo(name="aesni", state="no-device", attached=False, accelerates_aes=False),
-    "unknown": DriverInfo(name="aesni", state="unknown", reason="kldstat -v was not collected"),
-    "armv8": DriverInfo(name="armv8crypto", state="builtin", attached=True,
-                        algorithms=["AES-CBC", "AES-XTS", "AES-GCM"], accelerates_aes=True),
-}
 # (cpu, driver) -> the verdict of an AES-GCM session now, and the driver that takes it. The reasoning:
 # an attached driver offering AES-GCM takes the session (aesni/armv8crypto); the CPU shows AES-NI but
 # aesni is not loaded or found no device: cryptosoft (software); a VM hiding AES-NI or a CPU without it:
