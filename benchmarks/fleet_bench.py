@@ -70,6 +70,25 @@ def _loopback() -> Any:
     return mod
 
 
+def healthy_fleet(work: Path, hosts: int) -> Any:
+    """A started LoopbackFleet of `hosts` chroot hosts running the real probe, the modelled recordings in
+    turn (the phase diagnostics' fleet: no faulty hosts, no root checks)."""
+    roots: dict[Path, Path] = {}
+    for rec in sorted((REPO / "fixtures" / "hosts").glob("*.yaml")):
+        try:
+            roots[rec] = fakehosts.build_root(work, rec)
+        except fakehosts.Unmodelled:
+            continue
+    recs = list(roots)
+    lb = _loopback()
+    fleet = lb.LoopbackFleet(work / "fleet")
+    for i in range(hosts):
+        rec = recs[i % len(recs)]
+        fleet.add(lb.healthy_address(i), "chroot", rec, root=roots[rec])
+    fleet.start()
+    return fleet
+
+
 def tcp_segments() -> int:
     """Segments sent in this network namespace so far (each loopback segment is sent once)."""
     lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]

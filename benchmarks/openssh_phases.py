@@ -39,7 +39,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import fakehosts  # noqa: E402
 import fleet_bench  # noqa: E402
 
 spent: dict[str, float] = {}
@@ -98,18 +97,7 @@ def main() -> None:
     from bsdcrypt.ssh import openssh
 
     work = Path(tempfile.mkdtemp(prefix="bsdcrypt-openssh-phases-"))
-    roots: dict[Path, Path] = {}
-    for rec in sorted((REPO / "fixtures" / "hosts").glob("*.yaml")):
-        try:
-            roots[rec] = fakehosts.build_root(work, rec)
-        except fakehosts.Unmodelled:
-            continue
-    recs = list(roots)
-    lb = fleet_bench._loopback()
-    fleet = lb.LoopbackFleet(work / "fleet")
-    for i in range(args.hosts):
-        fleet.add(lb.healthy_address(i), "chroot", recs[i % len(recs)], root=roots[recs[i % len(recs)]])
-    fleet.start()
+    fleet = fleet_bench.healthy_fleet(work, args.hosts)
     profiles: list[cProfile.Profile] = []
     try:
         entries = read_hosts("".join(f"{fleet.spec(a)}\n" for a in fleet.hosts))
