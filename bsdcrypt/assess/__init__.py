@@ -42,7 +42,8 @@ def assess_facts(f: HostFacts, host: str, source: str) -> Status:
     """The Status of a host from its facts; its findings most severe first (every report lists them in
     this order: text, JSON, YAML, HTML, the fleet's rows)."""
     # kernel crypto consumers (issue 27); the boot's CPU features decide ossl's amd64 AES-GCM
-    status = add_consumers(f.evidence, _assess_host(f, host, source), f.dmesg.cpu)
+    kld = f.kld if f.kld is not None else []  # kldstat -v, parsed once (not shown: none listed)
+    status = add_consumers(f.evidence, _assess_host(f, host, source), f.dmesg.cpu, kld)
     status.findings = by_severity(status.findings)
     return status
 

@@ -169,12 +169,18 @@ def _loaded(kld: list[KldFile], name: str) -> bool | None:
     return any(f.name == f"{name}.ko" for f in kld) or file_containing(kld, name) is not None
 
 
-def consumers(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> list[ConsumerInfo]:
+def consumers(
+    ev: Evidence, status: Status, features: CpuFeatures | None = None, kld: list[KldFile] | None = None
+) -> list[ConsumerInfo]:
     """The six consumers, in KINDS order, each with a verdict (never more than the evidence shows).
-    `features`: the boot's CPU features (dmesg.boot), which ossl's AES-GCM on amd64 depends on."""
-    kld = _kld(ev)
+    `features`: the boot's CPU features (dmesg.boot), which ossl's AES-GCM on amd64 depends on; `kld`:
+    kldstat -v as the parse stage read it (read here when not given)."""
+    if kld is None:
+        kld = _kld(ev)
+    st = _step(ev, StepName.TUNNEL_GROUPS)
+    groups = parse_groups(st.text) if st is not None else None  # read once, for DCO and WireGuard
     return [_geli(ev, status), _zfs(ev, status, features), _ipsec(ev, status, kld, features),
-            _ktls(ev, status, features), _ovpn(ev, status, kld, features), _wireguard(ev, kld)]
+            _ktls(ev, status, features), _ovpn(status, groups, kld, features), _wireguard(groups, kld)]
 
 
 def _geli(ev: Evidence, status: Status) -> ConsumerInfo:
@@ -375,9 +381,10 @@ def _ktls_hmac(status: Status, features: CpuFeatures | None) -> str:
     return "its HMAC is a separate session (the counter does not say which): " + ", ".join(parts)
 
 
-def _ovpn(ev: Evidence, status: Status, kld: list[KldFile], features: CpuFeatures | None = None) -> ConsumerInfo:
-    st = _step(ev, StepName.TUNNEL_GROUPS)
-    groups = parse_groups(st.text) if st is not None else {}
+def _ovpn(
+    status: Status, listed: dict[str, list[str]] | None, kld: list[KldFile], features: CpuFeatures | None = None
+) -> ConsumerInfo:
+    groups = listed or {}
     ifaces = groups.get("openvpn")
     loaded = _loaded(kld, "if_ovpn")
     major = status.os.major
@@ -415,9 +422,8 @@ def _ovpn(ev: Evidence, status: Status, kld: list[KldFile], features: CpuFeature
                         "(their members are not DCO)", items=items)
 
 
-def _wireguard(ev: Evidence, kld: list[KldFile]) -> ConsumerInfo:
-    st = _step(ev, StepName.TUNNEL_GROUPS)
-    ifaces = parse_groups(st.text).get("wg") if st is not None else None
+def _wireguard(groups: dict[str, list[str]] | None, kld: list[KldFile]) -> ConsumerInfo:
+    ifaces = groups.get("wg") if groups is not None else None
     loaded = _loaded(kld, "if_wg")
     if ifaces:
         items = [ConsumerItem(i, CHACHA, CHACHA, "not-affected", why="WireGuard uses its own ChaCha20-Poly1305")
@@ -483,12 +489,14 @@ def _remedy(status: Status, why: str) -> str:
     return "Check the driver with `bsdcrypt status` as root; " + chacha + "."
 
 
-def add_consumers(ev: Evidence, status: Status, features: CpuFeatures | None = None) -> Status:
+def add_consumers(
+    ev: Evidence, status: Status, features: CpuFeatures | None = None, kld: list[KldFile] | None = None
+) -> Status:
     """The one hook (assess/__init__.py): the consumers of a FreeBSD-family host and their findings,
     placed before the others (they say what is slow now). Linux and unknown systems get none."""
     if status.os.name == "Linux" or any(f.id == "unknown-os" for f in status.findings):
         return status
-    status.consumers = consumers(ev, status, features)
+    status.consumers = consumers(ev, status, features, kld)
     # a paste's paste-partial finding names the consumer outputs it lacks (assess/paste.py)
     status.findings = findings(status) + [
         with_consumer_gaps(_named(status, f), ev, status.consumers) for f in status.findings]
