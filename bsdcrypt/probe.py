@@ -405,6 +405,7 @@ def parse_output(data: bytes, token: str) -> Evidence:
     """Split framed probe output into steps; a step without its end frame is dropped."""
     t = token.encode()
     begin = t + b" begin "
+    end_frame = b"\n" + t + b" end "
     steps: dict[str, Step] = {}
     pos = 0
     if begin not in data:
@@ -416,8 +417,10 @@ def parse_output(data: bytes, token: str) -> Evidence:
         eol = data.find(b"\n", start)
         if eol < 0:
             break
-        name = data[start + len(begin):eol].decode("utf-8", errors="replace")
-        end_marker = b"\n" + t + b" end " + name.encode() + b" "
+        raw = data[start + len(begin):eol]
+        name = raw.decode("utf-8", errors="replace")
+        # the end frame names the step as decoded (an undecodable byte reads U+FFFD in both frames)
+        end_marker = end_frame + (raw if raw.isascii() else name.encode()) + b" "
         end = data.find(end_marker, eol)
         if end < 0:
             break  # truncated output: keep what was complete

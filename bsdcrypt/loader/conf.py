@@ -117,11 +117,8 @@ def files_from_evidence(evidence: Evidence, root: str = "") -> list[tuple[str, b
     loader.conf, loader.conf.local, device.hints, the loader.conf.d entries and whatever files and
     directories those name (`loader_files`)."""
     root = root.rstrip("/")
-    out = [
-        (key[len(FILE_PREFIX) :], st.out)
-        for key, st in evidence.steps.items()
-        if st.ok and key.startswith(file_step(root + "/"))
-    ]
+    prefix = file_step(root + "/")
+    out = [(key[len(FILE_PREFIX) :], st.out) for key, st in evidence.steps.items() if key.startswith(prefix) and st.ok]
     return loader_order(loader_files(out, root))
 
 

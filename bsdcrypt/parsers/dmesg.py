@@ -103,11 +103,10 @@ def _kernel_lines(text: str) -> tuple[list[str], str]:
     # Only a line starting with "[" (msgbuf prefix) or "Mmm " (syslog time stamp) can change; a regex
     # that starts at a newline finds them at C speed (most texts have none, or a few).
     found = _lines_with(joined, (), _PREFIXED)
-    if not found:
+    changed = {i: new for i in found if (new := _kernel_line(lines[i])) != lines[i]}
+    if not changed:  # most found lines are kernel lines already ("AMD Features2=..."): nothing to rebuild
         return lines, joined
-    kept: list[str | None] = list(lines)
-    for i in found:
-        kept[i] = _kernel_line(lines[i])
+    kept = [changed.get(i, line) for i, line in enumerate(lines)]
     lines = [line for line in kept if line is not None]
     return lines, "\n".join(lines)
 

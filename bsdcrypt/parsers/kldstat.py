@@ -36,7 +36,8 @@ def _is_size(token: str) -> bool:
 
 def _file_at(tokens: list[str], i: int) -> tuple[KldFile, int] | None:
     """A file record starting at tokens[i]: id refs 0xaddr size name [(path)]."""
-    if i + 4 >= len(tokens) or not tokens[i].isdecimal():  # isdecimal: _INT's \d, without slicing five tokens
+    # isdecimal (_INT's \d) and the address's "0x" first: most tokens fail these without slicing five
+    if i + 4 >= len(tokens) or not tokens[i].isdecimal() or not tokens[i + 2].startswith("0x"):
         return None
     tid, refs, addr, size, name = tokens[i : i + 5]
     if not (_INT.match(tid) and _INT.match(refs) and _ADDR.match(addr) and _is_size(size)):
@@ -76,7 +77,7 @@ def parse_kldstat(text: str) -> list[KldFile]:
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        rec = _file_at(tokens, i)
+        rec = _file_at(tokens, i) if tok.isdecimal() else None
         if rec is not None:
             close()
             files.append(rec[0])

@@ -38,12 +38,12 @@ def _joined(name: str, value: str) -> tuple[str, str | None]:
     """(value, rest): a page or an editor that reflowed the listing joins entries on one line
     (`net.inet.ipsec.ecn: 0 net.inet.ipsec.debug: 0`); the next entry starts at a word that is an
     OID of the same first two parts followed by `:`. Real values hold no such word."""
-    parts = name.split(".")
-    if len(parts) < 3:
-        return value, None
-    # str.find for the prefix, one compiled pattern for the rest: a pattern built per OID name cost a
-    # compile for each new name (30x the parse time on a text of many distinct names)
-    prefix = f"{parts[0]}.{parts[1]}."
+    second = name.find(".", name.find(".") + 1)
+    if second < 0:
+        return value, None  # fewer than three parts
+    # str.find for the prefix (the first two parts), one compiled pattern for the rest: a pattern built
+    # per OID name cost a compile for each new name (30x the parse time on a text of many distinct names)
+    prefix = name[: second + 1]
     k = value.find(prefix)
     while k >= 0:
         if (k == 0 or value[k - 1].isspace()) and _NEXT_REST.match(value, k + len(prefix)):
