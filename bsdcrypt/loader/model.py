@@ -177,19 +177,37 @@ def _expand(value: str, env: dict[str, str], restricted: bool) -> str | None:
     return "".join(out)
 
 
-_DEFAULT_LINES: dict[str, list[Line]] = {}  # DEFAULTS_TEXT parsed, by generation (built-in text)
+# Each generation's state after /boot/defaults/loader.conf (built-in text read into an empty state)
+_DEFAULT_STATE: dict[str, _State] = {}
 
 
 def _process(st: _State, loader_path: str, data: bytes) -> None:
     """Apply one file's assignments to the loader's state."""
-    path = st.host(loader_path) if loader_path != DEFAULTS else DEFAULTS
-    forth = st.generation == "forth"
-    if loader_path == DEFAULTS:
-        lines = _DEFAULT_LINES.get(st.generation)
-        if lines is None:
-            lines = _DEFAULT_LINES[st.generation] = parse(data)
+    if loader_path != DEFAULTS:
+        _apply(st, st.host(loader_path), st.lines(data))
+    elif st.env or st.modules:
+        _apply(st, DEFAULTS, parse(data))
     else:
-        lines = st.lines(data)
+        _apply_defaults(st)
+
+
+def _apply_defaults(st: _State) -> None:
+    """The defaults, read first of all: the same text into the same empty state on every host, so
+    their effect is worked out once per generation and copied."""
+    done = _DEFAULT_STATE.get(st.generation)
+    if done is None:
+        done = _State(st.generation, "", {}, {}, st.module)
+        _apply(done, DEFAULTS, parse(DEFAULTS_TEXT[st.generation]))
+        _DEFAULT_STATE[st.generation] = done
+    st.env.update(done.env)
+    st.env_src.update(done.env_src)
+    st.modules.update(done.modules)
+    st.assigned_files = st.assigned_files or done.assigned_files
+
+
+def _apply(st: _State, path: str, lines: list[Line]) -> None:
+    """The assignments of one file's `lines` (`path`: the host path, for Assignment) into the state."""
+    forth = st.generation == "forth"
     for line in lines:
         if forth and (line.kind == "malformed" or b"\r" in line.text):
             break  # support.4th: a syntax error ends the file; CR is not white space there
@@ -206,7 +224,7 @@ def _process(st: _State, loader_path: str, data: bytes) -> None:
         if value is None:
             continue
         st.env[line.name] = value
-        st.env_src[line.name] = Assignment(path=a.path, line=a.line, name=a.name, value=value)
+        st.env_src[line.name] = a if value == a.value else Assignment(path, a.line, a.name, value)
         if line.name == "loader_conf_files":
             st.assigned_files = True
 

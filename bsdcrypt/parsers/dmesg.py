@@ -84,8 +84,9 @@ VM_LINE_STARTS = ("vboxguest", "vmci", "pvscsi", "XEN: ", "xenpci", "xn", "Hyper
 # Trying to mount root, real/avail memory, and the drivers.
 _FIRST_CHARS = frozenset("HCFSIGTra" + "".join(d[0] for d in DRIVERS))
 _MAX_WRAP = 6  # continuation lines joined onto a wrapped bit-field line
-# A line that may carry a msgbuf or syslog prefix: "[", or a capital and two characters, then a space.
-_PREFIXED = re.compile(r"\n(?:\[|[A-Z][^\n]{2} )")
+# A line that may carry a msgbuf or syslog prefix: "[", or a syslog time stamp (_kernel_line changes no
+# other line but for trailing blanks, which no branch of parse_dmesg sees: it strips every line it reads).
+_PREFIXED = re.compile(r"\n(?:\[|" + _SYSLOG_TIME.pattern.removeprefix("^") + ")")
 # parse_dmesg's lines: those holding what a branch looks for anywhere in the line, and those whose
 # stripped text starts as a branch needs it (a superset: the loop decides).
 _LOOKED_FOR = ("BSD ", _ROOT_MOUNT, *VM_LITERALS)
@@ -104,7 +105,7 @@ def _kernel_lines(text: str) -> tuple[list[str], str]:
     # that starts at a newline finds them at C speed (most texts have none, or a few).
     found = _lines_with(joined, (), _PREFIXED)
     changed = {i: new for i in found if (new := _kernel_line(lines[i])) != lines[i]}
-    if not changed:  # most found lines are kernel lines already ("AMD Features2=..."): nothing to rebuild
+    if not changed:
         return lines, joined
     kept = [changed.get(i, line) for i, line in enumerate(lines)]
     lines = [line for line in kept if line is not None]

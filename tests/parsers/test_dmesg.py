@@ -278,3 +278,13 @@ def test_vm_hint_is_the_first_matching_line() -> None:
     assert (d.vm_hint, d.vm_hint_text) == ("qemu", "ada0: <QEMU HARDDISK 2.5+> ATA-7 device")
     d = parse_dmesg(text.replace("<QEMU HARDDISK 2.5+>", "<WDC WD10EZEX>"))
     assert d.vm_hint == "vbox"
+
+
+@pytest.mark.parametrize("fixture", names("dmesg"))
+def test_trailing_blanks_change_nothing(fixture: str) -> None:
+    """parse_dmesg strips every line it reads, so blanks after a line's text change nothing (the prefix
+    search cuts them from the prefixed lines only: a msgbuf or syslog line)."""
+    text = load("dmesg", fixture)
+    assert parse_dmesg("".join(f"{line} \t \n" for line in text.splitlines())) == parse_dmesg(text)
+    if not text.startswith("["):  # one msgbuf prefix is taken off a line, not two
+        assert parse_dmesg("".join(f"[1] {line}  \n" for line in text.splitlines())) == parse_dmesg(text)
