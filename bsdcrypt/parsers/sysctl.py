@@ -38,6 +38,8 @@ def _joined(name: str, value: str) -> tuple[str, str | None]:
     """(value, rest): a page or an editor that reflowed the listing joins entries on one line
     (`net.inet.ipsec.ecn: 0 net.inet.ipsec.debug: 0`); the next entry starts at a word that is an
     OID of the same first two parts followed by `:`. Real values hold no such word."""
+    if ":" not in value:
+        return value, None  # no next entry's `name:` in it (most values)
     second = name.find(".", name.find(".") + 1)
     if second < 0:
         return value, None  # fewer than three parts
