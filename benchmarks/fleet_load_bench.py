@@ -33,10 +33,15 @@ text = "".join(f"root@127.9.{i // 250}.{i % 250 + 1}:9\n" for i in range(n))
 threads, lock = set(), threading.Lock()
 
 class Counting(Auditor):
-    def audit(self, entry, on_host=None):
+    def audit(self, entry, on_host=None):  # what a worker runs for its host, before the batched assessment
         with lock:
             threads.add(threading.get_ident())
         return super().audit(entry, on_host)
+
+    def probe(self, entry, on_host=None):  # since then
+        with lock:
+            threads.add(threading.get_ident())
+        return super().probe(entry, on_host)
 
 peak, stop = [0], threading.Event()
 def sample():

@@ -69,7 +69,7 @@ def main() -> None:
         for e in entries[:4]:  # warm: first connections, lazily built tables
             auditor.audit(e)
         ssh_host.SSHHost.run = timed("ssh", ssh_host.SSHHost.run)  # type: ignore[method-assign]
-        probe.parse_output = timed("framing", probe.parse_output)
+        pipeline.parse_output = timed("framing", probe.parse_output)
         # parse + assess, as pipeline.read_host calls them (one after the other: both count as assessment)
         pipeline.parse = timed("assessment", pipeline.parse)
         pipeline.assess_facts = timed("assessment", pipeline.assess_facts)

@@ -8,12 +8,14 @@ Audits the benchmark's fake hosts (real sshd, each host running the real probe i
 report. Reports bsdcrypt's own CPU (getrusage(RUSAGE_SELF) delta: every thread of this process, no
 ssh children) per host, and `time.thread_time()` per phase, added up over all threads by wrapping
 the functions at their module: ssh (`OpenSSHHost.run` in the host's thread: starting ssh, handing it
-to the loop, waiting), framing (`probe.parse_output`), parse (`parse.parse`), assessment
-(`assess_facts`), report (`render.fleet.render`), the rest of each host's `Auditor.audit`; the main
-thread (the pool, the watchdog) and the ssh loop's thread (ssh/driver.py: writing the script, reading
-the output) from their own CPU clocks; garbage collections (gc.callbacks) inside whichever phase
-triggered them. "not in any thread above": threads come and gone, GIL hand-offs outside the phases.
-`--profile N` prints cProfile's N top functions of the hosts' audits (thread CPU time) instead.
+to the loop, waiting), the rest of each host's probe (`Auditor.probe`, in the workers), framing
+(`probe.parse_output`), parse (`parse.parse`) and assessment (`assess_facts`), which the run's own
+thread does in batches (fleet/run.py ASSESS_BATCH), the report (`render.fleet.render`); the main thread
+(the pool, the watchdog: its CPU without the analysis) and the ssh loop's thread (ssh/driver.py: writing
+the script, reading the output) from their own CPU clocks; garbage collections (gc.callbacks) inside
+whichever phase triggered them. "not in any thread above": threads come and gone, GIL hand-offs outside
+the phases. `--profile N` prints cProfile's N top functions of the hosts' probes (thread CPU time, in
+the workers) instead.
 Needs root (as fleet_bench.py).
 """
 
@@ -109,7 +111,7 @@ def main() -> None:
             if auditor.audit(e).error:
                 raise SystemExit(f"{e.spec}: warm-up failed")
         if args.profile:
-            audit = Auditor.audit
+            audit = Auditor.probe
 
             def profiled(self: Auditor, *a: Any, **kw: Any) -> Any:
                 prof = getattr(_local, "prof", None)
@@ -119,13 +121,13 @@ def main() -> None:
                         profiles.append(prof)
                 return prof.runcall(audit, self, *a, **kw)
 
-            Auditor.audit = profiled  # type: ignore[method-assign]
+            Auditor.probe = profiled  # type: ignore[method-assign]
         else:
             openssh.OpenSSHHost.run = timed("ssh", openssh.OpenSSHHost.run)  # type: ignore[method-assign]
-            probe.parse_output = timed("framing", probe.parse_output)
+            pipeline.parse_output = timed("framing", probe.parse_output)
             pipeline.parse = timed("parse", parse.parse)
             pipeline.assess_facts = timed("assessment", pipeline.assess_facts)
-            Auditor.audit = timed("worker", Auditor.audit)  # type: ignore[method-assign]
+            Auditor.probe = timed("worker", Auditor.probe)  # type: ignore[method-assign]
         render = timed("report", render_fleet.render)
         loop0 = thread_cpu(driver_mod.driver().thread.native_id)
         gc0 = [g["collections"] for g in gc.get_stats()]
@@ -166,9 +168,9 @@ def main() -> None:
     worker = spent.pop("worker", 0.0)
     for phase in ("ssh", "framing", "parse", "assessment", "report"):
         print(f"  {phase:11s} {1000 * spent.get(phase, 0.0) / n:6.3f}")
-    inside = sum(v for k, v in spent.items() if k != "report")
-    print(f"  {'rest of each host audit':26s} {1000 * (worker - inside) / n:6.3f}")
-    print(f"  {'main thread (pool, watchdog)':26s} {1000 * main_thread / n:6.3f}")
+    analysis = sum(spent.get(k, 0.0) for k in ("framing", "parse", "assessment"))
+    print(f"  {'rest of each host probe':26s} {1000 * (worker - spent.get('ssh', 0.0)) / n:6.3f}")
+    print(f"  {'main thread (pool, watchdog)':26s} {1000 * (main_thread - analysis) / n:6.3f}")
     print(f"  {'the ssh loop thread':26s} {1000 * loop_cpu / n:6.3f}")
     rest = total - worker - main_thread - loop_cpu - spent.get("report", 0.0)
     print(f"  {'not in any thread above':26s} {1000 * rest / n:6.3f}")

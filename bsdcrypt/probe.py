@@ -438,8 +438,12 @@ def parse_output(data: bytes, token: str) -> Evidence:
     return Evidence(steps)
 
 
-def gather(host: Host, timeout: float | None = None) -> Evidence:
-    """Run the probe on `host` in one round trip."""
+def run_probe(host: Host, timeout: float | None = None) -> tuple[bytes, str]:
+    """Run the probe on `host` in one round trip: its framed output and the token that frames it."""
     token = new_token()
-    result = host.run(build_script(token), timeout=timeout)
-    return parse_output(result.stdout, token)
+    return host.run(build_script(token), timeout=timeout).stdout, token
+
+
+def gather(host: Host, timeout: float | None = None) -> Evidence:
+    """Run the probe on `host` in one round trip and split its output into steps."""
+    return parse_output(*run_probe(host, timeout))

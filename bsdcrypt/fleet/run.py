@@ -1,8 +1,10 @@
 """fleet-audit: the `status` pipeline on every host of a hosts file, concurrently and bounded.
 
 Each host goes through exactly what `bsdcrypt status --host ...` does (`pipeline.status_of`): one
-connection, one exec of the batched probe, the same parsers and assessment. A host that cannot be
-audited becomes a Status with one `unknown` finding naming the reason, never a crash.
+connection, one exec of the batched probe, the same parsers and assessment. A worker gets the probe's
+output (`pipeline.probe_host`); the run's own thread parses and assesses it (`pipeline.status_from`), a
+few hosts in a row. A host that cannot be audited becomes a Status with one `unknown` finding naming
+the reason, never a crash.
 
 Time is bounded: every host, SSH or replay, has a deadline (`timeout`) from the moment a worker of the
 pool (concurrent.futures) takes it, covering its ssh config lookup (`ssh -G`), connect, authentication and
@@ -50,6 +52,12 @@ GRACE = 2.0  # after the deadline, how long an aborted worker may take to give u
 FDS_PER_HOST = 4  # socket, agent socket, and a ProxyCommand's pipes
 FD_RESERVE = 64
 WATCH_TICK = 0.1  # seconds between two looks of the watchdog at the hosts in flight while progress is shown
+# The run's own thread assesses the hosts whose output is in, 16 (or 4 MiB of output) in a row, or fewer
+# when a look brought no result or the last host is in: parsing and assessing one host at a time between
+# SSH work took about 1.2 ms a host here, 16 in a row about 0.7 (the interpreter's caches stay warm;
+# docs/performance.md, "Thirteenth session").
+ASSESS_BATCH = 16
+ASSESS_BATCH_BYTES = 4 << 20
 
 
 
@@ -98,14 +106,34 @@ class _Duplicate(Exception):
 # ---------------------------------------------------------------------------- assessment seam
 
 
-def _status_of(host: Host, timeout: float) -> Status:
-    """The one place the fleet calls the status pipeline (the same call `bsdcrypt status` makes)."""
-    from bsdcrypt.pipeline import status_of
+def _probe(host: Host, timeout: float) -> tuple[bytes, str]:
+    """The status pipeline's first half, in a worker: the probe's output (pipeline.status_of, which
+    `bsdcrypt status` calls, is the two halves in a row)."""
+    from bsdcrypt.pipeline import probe_host
 
     try:
-        return status_of(host, timeout=timeout)
+        return probe_host(host, timeout=timeout)
     finally:
         host.close()
+
+
+def _assess(output: bytes, token: str, name: str, spec: str) -> Status:
+    """Its second half, in the run's own thread: framing, parsing, assessment."""
+    from bsdcrypt.pipeline import status_from
+
+    return status_from(output, token, name, spec)
+
+
+@dataclass
+class Probed:
+    """A host whose probe output is in, waiting for its assessment."""
+
+    entry: HostEntry
+    name: str
+    spec: str
+    output: bytes
+    token: str
+    elapsed: float
 
 
 # ---------------------------------------------------------------------------- one host
@@ -201,24 +229,45 @@ class Auditor:
         )
 
     def audit(self, entry: HostEntry, on_host: Callable[[Host], None] | None = None) -> HostResult:
+        """One host, start to end, in the caller's thread."""
+        probed = self.probe(entry, on_host)
+        return probed if isinstance(probed, HostResult) else self.assess(probed)
+
+    def probe(self, entry: HostEntry, on_host: Callable[[Host], None] | None = None) -> HostResult | Probed:
+        """The host's probe output, or its row if it could not be had."""
         start = time.monotonic()
-        kind = "error"
         try:
             host = self.make_host(entry)
             if on_host is not None:
                 on_host(host)
-            status = _status_of(_ProbeGuard(verbose.wrap(host)), self.options.timeout)
-            return HostResult(entry, status, time.monotonic() - start)
+            output, token = _probe(_ProbeGuard(verbose.wrap(host)), self.options.timeout)
+            return Probed(entry, host.name, host.spec, output, token, time.monotonic() - start)
         except _Duplicate:
             raise
-        except (HostError, ProbeError) as exc:  # cut-off, garbage, or the SSH failure's kind
-            kind, reason = kind_of(exc), str(exc)
-        except BsdcryptError as exc:
-            kind = "recording" if entry.replay is not None else "config"
-            reason = str(exc)
-        except Exception as exc:  # a bug must cost one row, not the run
-            reason = f"internal error: {type(exc).__name__}: {exc}"
-        return HostResult(entry, failed_status(entry, kind, reason), time.monotonic() - start, reason, kind)
+        except Exception as exc:
+            return _failed(entry, exc, time.monotonic() - start)
+
+    def assess(self, probed: Probed) -> HostResult:
+        """The row of a host whose output is in."""
+        start = time.monotonic()
+        try:
+            status = _assess(probed.output, probed.token, probed.name, probed.spec)
+            return HostResult(probed.entry, status, probed.elapsed + time.monotonic() - start)
+        except Exception as exc:
+            return _failed(probed.entry, exc, probed.elapsed + time.monotonic() - start)
+
+
+def _failed(entry: HostEntry, exc: Exception, elapsed: float) -> HostResult:
+    """The row of a host that could not be audited."""
+    kind = "error"
+    if isinstance(exc, (HostError, ProbeError)):  # cut-off, garbage, or the SSH failure's kind
+        kind, reason = kind_of(exc), str(exc)
+    elif isinstance(exc, BsdcryptError):
+        kind = "recording" if entry.replay is not None else "config"
+        reason = str(exc)
+    else:  # a bug must cost one row, not the run
+        reason = f"internal error: {type(exc).__name__}: {exc}"
+    return HostResult(entry, failed_status(entry, kind, reason), elapsed, reason, kind)
 
 
 def replay_path(entry: HostEntry) -> Path:
@@ -273,9 +322,11 @@ class _Run:
         self.stopping = threading.Event()
         self.threads: set[int] = set()
         self.results: dict[int, HostResult] = {}
+        self.waiting: list[tuple[int, Probed]] = []  # probed, not yet assessed
+        self.waiting_bytes = 0
         self.done = self.failed = self.given_up = 0
 
-    def task(self, i: int) -> HostResult | _Duplicate | None:
+    def task(self, i: int) -> HostResult | Probed | _Duplicate | None:
         """One host, in a worker; None when it was given up meanwhile (its row says timeout) or the run stops."""
         with self.lock:
             if self.stopping.is_set():
@@ -297,7 +348,7 @@ class _Run:
                     raise _Duplicate(first)
 
         try:
-            res: HostResult | _Duplicate = self.auditor.audit(self.entries[i], on_host)
+            res: HostResult | Probed | _Duplicate = self.auditor.probe(self.entries[i], on_host)
         except _Duplicate as dup:
             res = dup
         with self.lock:  # judged when its worker is done: a backlog of results can never time it out
@@ -306,8 +357,14 @@ class _Run:
                 del self.running[i]
         return res if finished else None
 
-    def take(self, i: int, res: HostResult | _Duplicate | None) -> None:
+    def take(self, i: int, res: HostResult | Probed | _Duplicate | None) -> None:
         if res is None:
+            return
+        if isinstance(res, Probed):
+            self.waiting.append((i, res))
+            self.waiting_bytes += len(res.output)
+            if len(self.waiting) >= ASSESS_BATCH or self.waiting_bytes >= ASSESS_BATCH_BYTES:
+                self.assess_waiting()
             return
         if isinstance(res, _Duplicate):
             assert self.dupes is not None
@@ -316,6 +373,14 @@ class _Run:
             self.results[i] = res
             self.failed += res.error is not None
         self.done += 1
+
+    def assess_waiting(self) -> None:
+        """Assess the hosts whose output is in, one after another (see ASSESS_BATCH)."""
+        waiting, self.waiting, self.waiting_bytes = self.waiting, [], 0
+        for i, probed in waiting:
+            res = self.results[i] = self.auditor.assess(probed)
+            self.failed += res.error is not None
+            self.done += 1
 
     def watch(self, given: set[int]) -> None:
         """Abort hosts past their deadline; give up those past the grace too (their index into `given`)."""
@@ -398,8 +463,8 @@ def run_fleet(
     pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="fleet-worker")
     # Finished futures arrive on a queue: one wake-up per result or per tick of the watchdog, whatever the
     # number of hosts (wait() on every pending future would take each one's lock at every wake-up).
-    finished: queue.SimpleQueue[Future[HostResult | _Duplicate | None]] = queue.SimpleQueue()
-    index: dict[Future[HostResult | _Duplicate | None], int] = {}
+    finished: queue.SimpleQueue[Future[HostResult | Probed | _Duplicate | None]] = queue.SimpleQueue()
+    index: dict[Future[HostResult | Probed | _Duplicate | None], int] = {}
     for i in order:
         future = pool.submit(run.task, i)
         index[future] = i
@@ -414,6 +479,8 @@ def run_fleet(
                 if future in pending:  # not given up meanwhile
                     pending.discard(future)
                     run.take(index[future], future.result())
+            if run.waiting and (not ready or not pending):  # a quiet moment, or the last host
+                run.assess_waiting()
             run.watch(given)
             if given:  # the hosts given up since the last look: their futures are no longer waited for
                 pending = {f for f in pending if index[f] not in given}
@@ -425,6 +492,7 @@ def run_fleet(
     except BaseException as exc:
         with signals_ignored():  # a second Ctrl-C/SIGTERM must not cut this bounded cleanup short
             in_flight = run.stop()
+            run.assess_waiting()  # at most ASSESS_BATCH hosts whose output is in
             pool.shutdown(wait=False, cancel_futures=True)
             wait(pending, timeout=GRACE)
             _sweep()

@@ -38,13 +38,13 @@ class Counting(Auditor):
         self._lock = threading.Lock()
         self._fake = audit
 
-    def audit(self, entry: HostEntry, on_host: Any = None) -> HostResult:
+    def probe(self, entry: HostEntry, on_host: Any = None) -> Any:  # what each worker runs for its host
         with self._lock:
             self.threads.add(threading.get_ident())
             self.at_once += 1
             self.most_at_once = max(self.most_at_once, self.at_once)
         try:
-            return self._fake(entry) if self._fake else super().audit(entry, on_host)
+            return self._fake(entry) if self._fake else super().probe(entry, on_host)
         finally:
             with self._lock:
                 self.at_once -= 1
