@@ -360,13 +360,12 @@ class _Run:
     def take(self, i: int, res: HostResult | Probed | _Duplicate | None) -> None:
         if res is None:
             return
-        if isinstance(res, Probed):
+        if isinstance(res, Probed):  # done with its host (an interrupt counts it so), assessed soon
             self.waiting.append((i, res))
             self.waiting_bytes += len(res.output)
             if len(self.waiting) >= ASSESS_BATCH or self.waiting_bytes >= ASSESS_BATCH_BYTES:
                 self.assess_waiting()
-            return
-        if isinstance(res, _Duplicate):
+        elif isinstance(res, _Duplicate):
             assert self.dupes is not None
             self.dupes.dropped(i, res.first)
         else:
@@ -380,7 +379,6 @@ class _Run:
         for i, probed in waiting:
             res = self.results[i] = self.auditor.assess(probed)
             self.failed += res.error is not None
-            self.done += 1
 
     def watch(self, given: set[int]) -> None:
         """Abort hosts past their deadline; give up those past the grace too (their index into `given`)."""
@@ -474,7 +472,7 @@ def run_fleet(
     try:
         while pending:
             ready = _drain(finished, run.next_look(progress is not None and progress.enabled))
-            before = run.done
+            before = (run.done, run.failed)
             for future in ready:
                 if future in pending:  # not given up meanwhile
                     pending.discard(future)
@@ -486,13 +484,12 @@ def run_fleet(
                 pending = {f for f in pending if index[f] not in given}
                 given.clear()
             if progress:
-                if run.done != before:
+                if (run.done, run.failed) != before:
                     progress.update(run.done, run.failed)
                 progress.tick()
     except BaseException as exc:
         with signals_ignored():  # a second Ctrl-C/SIGTERM must not cut this bounded cleanup short
             in_flight = run.stop()
-            run.assess_waiting()  # at most ASSESS_BATCH hosts whose output is in
             pool.shutdown(wait=False, cancel_futures=True)
             wait(pending, timeout=GRACE)
             _sweep()
