@@ -27,6 +27,7 @@ import resource
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -58,6 +59,9 @@ WATCH_TICK = 0.1  # seconds between two looks of the watchdog at the hosts in fl
 # docs/performance.md, "Thirteenth session").
 ASSESS_BATCH = 16
 ASSESS_BATCH_BYTES = 4 << 20
+# ...but for at most a quarter of a second at a time (a host may send 1 MiB files that take seconds to
+# parse): the watchdog and the progress line look in between.
+ASSESS_BUDGET = 0.25
 
 
 
@@ -322,7 +326,7 @@ class _Run:
         self.stopping = threading.Event()
         self.threads: set[int] = set()
         self.results: dict[int, HostResult] = {}
-        self.waiting: list[tuple[int, Probed]] = []  # probed, not yet assessed
+        self.waiting: deque[tuple[int, Probed]] = deque()  # probed, not yet assessed
         self.waiting_bytes = 0
         self.done = self.failed = self.given_up = 0
 
@@ -363,8 +367,6 @@ class _Run:
         if isinstance(res, Probed):  # done with its host (an interrupt counts it so), assessed soon
             self.waiting.append((i, res))
             self.waiting_bytes += len(res.output)
-            if len(self.waiting) >= ASSESS_BATCH or self.waiting_bytes >= ASSESS_BATCH_BYTES:
-                self.assess_waiting()
         elif isinstance(res, _Duplicate):
             assert self.dupes is not None
             self.dupes.dropped(i, res.first)
@@ -373,12 +375,20 @@ class _Run:
             self.failed += res.error is not None
         self.done += 1
 
-    def assess_waiting(self) -> None:
-        """Assess the hosts whose output is in, one after another (see ASSESS_BATCH)."""
-        waiting, self.waiting, self.waiting_bytes = self.waiting, [], 0
-        for i, probed in waiting:
+    def batch_full(self) -> bool:
+        return len(self.waiting) >= ASSESS_BATCH or self.waiting_bytes >= ASSESS_BATCH_BYTES
+
+    def assess_waiting(self, budget: float) -> None:
+        """Assess the hosts whose output is in, in the order they came, until `budget` seconds are spent
+        (the rest wait for the next look: the watchdog and the progress line are not held up)."""
+        end = time.monotonic() + budget
+        while self.waiting:
+            i, probed = self.waiting.popleft()
+            self.waiting_bytes -= len(probed.output)
             res = self.results[i] = self.auditor.assess(probed)
             self.failed += res.error is not None
+            if time.monotonic() >= end:
+                break
 
     def watch(self, given: set[int]) -> None:
         """Abort hosts past their deadline; give up those past the grace too (their index into `given`)."""
@@ -470,15 +480,17 @@ def run_fleet(
     pending = set(index)
     given: set[int] = set()
     try:
-        while pending:
-            ready = _drain(finished, run.next_look(progress is not None and progress.enabled))
+        while pending or run.waiting:
+            # once every host is in, no result can come: the look only waits while some may
+            look = run.next_look(progress is not None and progress.enabled) if pending else 0.0
+            ready = _drain(finished, look)
             before = (run.done, run.failed)
             for future in ready:
                 if future in pending:  # not given up meanwhile
                     pending.discard(future)
                     run.take(index[future], future.result())
-            if run.waiting and (not ready or not pending):  # a quiet moment, or the last host
-                run.assess_waiting()
+            if run.waiting and (run.batch_full() or not ready or not pending):  # or a quiet moment
+                run.assess_waiting(ASSESS_BUDGET)
             run.watch(given)
             if given:  # the hosts given up since the last look: their futures are no longer waited for
                 pending = {f for f in pending if index[f] not in given}

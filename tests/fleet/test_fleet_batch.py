@@ -4,10 +4,13 @@ row."""
 
 from __future__ import annotations
 
+import io
 import threading
+import time
 from typing import Any
 
-from bsdcrypt.fleet import Auditor, FleetOptions, HostResult, run_fleet
+from bsdcrypt.fleet import Auditor, FleetOptions, HostResult, Progress, run_fleet
+from bsdcrypt.fleet import run as fleet_run
 from bsdcrypt.fleet.run import Probed
 from bsdcrypt.hostapi import Host, RunResult
 from bsdcrypt.hosts.open import open_host
@@ -75,3 +78,28 @@ def test_a_reply_that_is_not_the_probes_is_a_garbage_row() -> None:
     (row,) = run.results
     assert row.error_kind == "garbage" and row.status.verdict == "unknown"
     assert "not the output of the bsdcrypt probe" in (row.error or "")
+
+
+def test_slow_assessments_leave_the_watchdog_a_look_between_them() -> None:
+    """A host's output may take seconds to parse (1 MiB files): the run assesses for a quarter of a second
+    at most, then the watchdog and the progress line look, then it goes on."""
+    events: list[str] = []
+
+    class A(Auditor):
+        def make_host(self, entry: Any) -> Host:
+            return _recording(entry)
+
+        def assess(self, probed: Probed) -> HostResult:
+            events.append("assess")
+            time.sleep(fleet_run.ASSESS_BUDGET + 0.05)  # a slow parse: over the budget alone
+            return super().assess(probed)
+
+    class Looks(Progress):
+        def tick(self) -> None:
+            events.append("look")
+
+    entries = parse_hosts("".join(f"h{i}.example\n" for i in range(6)), "h").entries
+    opts = FleetOptions(parallel=6, timeout=60)
+    run = run_fleet(entries, opts, Looks(6, io.StringIO()), A(opts))
+    assert [r.error for r in run.results] == [None] * 6 and events.count("assess") == 6
+    assert "assess,assess" not in ",".join(events)
