@@ -40,16 +40,16 @@ def _load(name: str, path: Path) -> Any:
 
 
 def measure(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, float]:
-    """One run: wall time, and CPU and peak RSS of that process alone (wait4)."""
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1, 2, 3):
-        raise RuntimeError(f"fleet-audit failed ({code}): {err[-800:]}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024}
+    """One run: wall time, and CPU and peak RSS of that process alone (wait4), taken by benchmarks/rusage.py
+    from a small process of its own (a child's ru_maxrss includes the resident size of whoever forked it)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        proc = subprocess.run([sys.executable, "-S", str(REPO / "benchmarks" / "rusage.py"), tmp.name, *cmd],
+                              cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        m = json.loads(Path(tmp.name).read_text())
+    if m["rc"] not in (0, 1, 2, 3):
+        err = proc.stderr.decode(errors="replace")
+        raise RuntimeError(f"fleet-audit failed ({m['rc']}): {err[-800:]}")
+    return {"wall": m["wall_s"], "cpu": m["cpu_s"], "rss_mb": m["maxrss_mb"]}
 
 
 def extract(rev: str, dest: Path) -> Path:
