@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from bsdcrypt.facts import Assignment
 from bsdcrypt.loader.model import DEVICE_HINTS, GENERATION_NAMES, Outcome, needed, outcomes
-from bsdcrypt.parsers.loaderconf import Line, assignments, classify, decode, parse
+from bsdcrypt.parsers.loaderconf import Line, assignments, classify, decode, meaningful, parse
 from bsdcrypt.probe import FILE_PREFIX, LOADER_CONF_DIR, Evidence, File, dir_step, file_step
 
 LOADER_CONF = File.LOADER_CONF
@@ -257,7 +257,7 @@ def _set_line_yes(data: bytes, line: Line) -> bytes:
 
 
 def _lines_named(data: bytes, name: str) -> list[Line]:
-    return [ln for ln in parse(data) if ln.kind == "assign" and ln.name == name]
+    return [ln for ln in meaningful(data) if ln.kind == "assign" and ln.name == name]
 
 
 def _old_order(files: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:

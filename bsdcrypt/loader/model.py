@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bsdcrypt.facts import Assignment
-from bsdcrypt.parsers.loaderconf import Line, parse
+from bsdcrypt.parsers.loaderconf import Line, meaningful, parse
 
 DEFAULTS = "/boot/defaults/loader.conf"
 DEVICE_HINTS = "/boot/device.hints"
@@ -135,9 +135,10 @@ class _State:
         return self.root + (loader_path if loader_path.startswith("/") else "/" + loader_path)
 
     def lines(self, data: bytes) -> list[Line]:
+        """The lines of a file the loader acts on (no blank or comment line, which change nothing)."""
         got = self.parsed.get(data)
         if got is None:
-            got = self.parsed[data] = parse(data)
+            got = self.parsed[data] = meaningful(data)
         return got
 
 
@@ -309,8 +310,8 @@ def simulate(
     parsed: dict[bytes, list[Line]] | None = None,
 ) -> tuple[Outcome, dict[str, tuple[str, ...]]]:
     """One run of the loader: its Outcome for `module`, and the directories it listed (loader path ->
-    the entries it selected, by name). `parsed`: the files' lines as parsed by earlier runs on the
-    same files (filled in here)."""
+    the entries it selected, by name). `parsed`: the files' lines the loader acts on (loaderconf.meaningful)
+    as earlier runs on the same files read them (filled in here)."""
     st = _State(generation, root.rstrip("/"), dict(files), dict(orders or {}), module)
     if parsed is not None:
         st.parsed = parsed

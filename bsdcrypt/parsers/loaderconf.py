@@ -33,8 +33,7 @@ _SP = rb"[ \t\n\v\f\r]*"
 _QVAL = rb'"(?P<v>.*)"'  # QVALEXPR '"(.*)"' (greedy)
 _WORD = rb"(?P<v>[-A-Za-z0-9][-A-Za-z0-9_.]*)"  # WORDEXPR "([-%w%d][-%w%d_.]*)"
 _MODULE_SUFFIXES = ("load", "name", "type", "flags", "before", "after", "error")
-_BLANK = re.compile(rb"\A[ \t\n\v\f\r]*\Z")
-_COMMENT = re.compile(rb"\A[ \t\n\v\f\r]*#", re.S)
+_SPACES = b" \t\n\v\f\r"
 _VALID_TAIL = re.compile(rb"\A[ \t\n\v\f\r]*(?:#.*)?\Z", re.S)  # isValidComment()
 
 
@@ -87,9 +86,10 @@ class Line:
 
 def classify(text: bytes) -> tuple[LineKind, re.Match[bytes] | None, bool]:
     """Classify one line (no \\n) like config.parse: kind, the match, and whether the value was quoted."""
-    if _BLANK.match(text):
+    rest = text.lstrip(_SPACES)  # _BLANK and _COMMENT without a regex call (most lines of most files)
+    if not rest:
         return "blank", None, False
-    if _COMMENT.match(text):
+    if rest[:1] == b"#":
         return "comment", None, False
     m = _QUOTED.match(text)
     quoted = m is not None
@@ -103,8 +103,23 @@ def classify(text: bytes) -> tuple[LineKind, re.Match[bytes] | None, bool]:
     return "malformed", None, False
 
 
+_KINDS: frozenset[LineKind] = frozenset({"blank", "comment", "malformed"})  # and "assign", always kept
+
+
 def parse(data: bytes) -> list[Line]:
     """Every physical line of `data` (the final unterminated line included), classified."""
+    return _lines(data, _KINDS)
+
+
+def meaningful(data: bytes) -> list[Line]:
+    """The lines of `data` the loader acts on: assignments, malformed lines and any line holding a CR
+    (the Forth loader stops there). Blank and comment lines are left out: no Line for each of the
+    million newlines a hostile file may hold."""
+    return _lines(data, frozenset({"malformed"}), with_cr=True)
+
+
+def _lines(data: bytes, keep: frozenset[LineKind], with_cr: bool = False) -> list[Line]:
+    """The assignments of `data`, and its lines of a kind in `keep` (`with_cr`: and any holding a CR)."""
     lines: list[Line] = []
     offset = 0
     number = 0
@@ -130,7 +145,7 @@ def parse(data: bytes) -> list[Line]:
                     value_end=m.end("v"),
                 )
             )
-        else:
+        elif kind in keep or with_cr and b"\r" in text:
             lines.append(Line(number=number, offset=offset, text=text, terminated=nl >= 0, kind=kind))
         offset = end + 1
     return lines
@@ -138,9 +153,9 @@ def parse(data: bytes) -> list[Line]:
 
 def assignments(path: str, data: bytes) -> list[Assignment]:
     """The assignments the loader makes from `data`, in file order (comments and malformed lines skipped)."""
-    return [ln.assignment(path) for ln in parse(data) if ln.kind == "assign"]
+    return [ln.assignment(path) for ln in _lines(data, frozenset())]
 
 
 def malformed(data: bytes) -> list[int]:
     """Line numbers the loader would reject with "Malformed line"."""
-    return [ln.number for ln in parse(data) if ln.kind == "malformed"]
+    return [ln.number for ln in meaningful(data) if ln.kind == "malformed"]
