@@ -31,8 +31,8 @@ Tools, run as separate processes one after the other, the order reversed every o
     probe written step by step (the probe before issue 13), and with bsdcrypt's probe as sent today.
 Per run: wall time, hosts/s, client CPU (user+sys from wait4, taken in benchmarks/rusage.py) per host
 with the process start-up and without it (start-up: the same command against one closed port, median
-of 7, the tools taking turns), peak RSS, TCP segments per host (both directions), connections and execs per host (sshd log). Per size and tool:
-median and min-max over the rounds.
+of 7, the tools taking turns), peak RSS, TCP segments per host (both directions), connections and execs
+per host (sshd log). Per size and tool: median and min-max over the rounds.
 """
 
 from __future__ import annotations
