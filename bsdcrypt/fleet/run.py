@@ -54,9 +54,9 @@ FDS_PER_HOST = 4  # socket, agent socket, and a ProxyCommand's pipes
 FD_RESERVE = 64
 WATCH_TICK = 0.1  # seconds between two looks of the watchdog at the hosts in flight while progress is shown
 # The run's own thread assesses the hosts whose output is in, 16 (or 4 MiB of output) in a row, or fewer
-# when a look brought no result or the last host is in: parsing and assessing one host at a time between
-# SSH work took about 1.2 ms a host here, 16 in a row about 0.7 (the interpreter's caches stay warm;
-# docs/performance.md, "Thirteenth session").
+# when a look brought no result or the last host is in: one host at a time, between other threads' SSH
+# work, cost the openssh path about 0.2 ms a host more (the interpreter's caches stay warm in a row;
+# docs/performance.md, "Thirteenth session: the fleet assesses in its own thread").
 ASSESS_BATCH = 16
 ASSESS_BATCH_BYTES = 4 << 20
 # ...but for at most a quarter of a second at a time (a host may send 1 MiB files that take seconds to
