@@ -260,7 +260,7 @@ def disable(
     del persist  # disable only ever undoes the boot-time change: with or without --persist
 
     def plan_for(inp: PlanInput, files: list[tuple[str, bytes]]) -> Plan:
-        return plan_disable(files, loader_driver(inp), is_root=None if root else inp.is_root)
+        return plan_disable(files, loader_driver(inp), is_root=None if root else inp.is_root, live=not root)
 
     _execute(host, plan_for, dry_run=dry_run, yes=yes, fmt=fmt, root=root or "", ssh=ssh)
 

@@ -501,9 +501,10 @@ def _persist_or_say(
 
 
 def plan_disable(
-    files: Sequence[tuple[str, bytes]], driver: str = "aesni", *, is_root: bool | None = None
+    files: Sequence[tuple[str, bytes]], driver: str = "aesni", *, is_root: bool | None = None, live: bool = True
 ) -> Plan:
-    """What `bsdcrypt disable --persist` should do: undo exactly what enable recorded in its markers."""
+    """What `bsdcrypt disable --persist` should do: undo exactly what enable recorded in its markers.
+    `live`: the files are those of a running system (this host or --host), not of a tree under --root."""
     plan = Plan()
     name = f"{driver}_load"
     damaged = loaderconf.damaged_markers(files, name)
@@ -536,12 +537,11 @@ def plan_disable(
         plan.actions.append(WriteFile(e, f"undo bsdcrypt enable's change to {e.path}"))
     after = loaderconf.effective(loaderconf.apply(files, edits), name)
     state = f'{name}="{after.value}" ({after.path}:{after.line})' if after else f"no {name} line"
-    plan.actions.append(
-        Note(
-            f"after the next boot: {state}. The driver stays loaded until then "
-            f"(kldunload {driver} to unload it now, if nothing uses it)."
-        )
-    )
+    if live:
+        now = f"The driver stays loaded until then (kldunload {driver} to unload it now, if nothing uses it)."
+    else:  # a system under --root: its kernel is not this one
+        now = "Nothing here touches a running kernel."
+    plan.actions.append(Note(f"after the next boot: {state}. {now}"))
     return plan
 
 

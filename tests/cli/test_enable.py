@@ -114,7 +114,8 @@ def test_disable_without_persist_undoes_the_boot_time_change(tmp_path: Path) -> 
     assert conf.read_bytes() != original
     plan = runner.invoke(app, ["disable", "--root", str(tmp_path), "--dry-run"])
     assert plan.exit_code == 0, plan.output
-    assert "kldunload" not in plan.output.split("---", 1)[0].replace("kldunload aesni to unload it now", "")
+    # a tree under --root is not the running system: nothing about unloading from this kernel
+    assert "kldunload" not in plan.output and "Nothing here touches a running kernel" in plan.output
     undo = runner.invoke(app, ["disable", "--root", str(tmp_path), "--yes"])
     assert undo.exit_code == 0, undo.output
     assert conf.read_bytes() == original

@@ -164,3 +164,14 @@ def test_disable_undoes_enable() -> None:
     plan = plan_disable(enabled)
     assert [w.edit.after for w in plan.writes] == [b'aesni_load="NO"\n']
     assert "nothing to undo" in " ".join(plan_disable(files).notes)
+
+
+def test_disable_names_kldunload_only_for_a_running_system() -> None:
+    """The last note of disable: on this host or --host the driver stays loaded until the next boot (and
+    kldunload would unload it now); a tree under --root is not the kernel running here."""
+    files = [(CONF, b'aesni_load="NO"\n')]
+    enabled = apply(files, set_yes(files))
+    live, tree = plan_disable(enabled).notes[-1], plan_disable(enabled, live=False).notes[-1]
+    assert "kldunload aesni" in live and "stays loaded" in live
+    assert "kldunload" not in tree and "Nothing here touches a running kernel" in tree
+    assert live.startswith('after the next boot: aesni_load="NO"') and tree.startswith(live.split(". ")[0])
