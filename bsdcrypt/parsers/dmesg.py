@@ -468,10 +468,13 @@ def _geli_provider(name: str, f: dict[str, str]) -> GeliProvider:
     )
 
 
+_DEVICE_LINE = re.compile(r"[a-z_]+\d+(?:: | (?:at|on) )")  # "em0: ..." / "em0 at pci0" / "ada0 on ..."
+
+
 def _looks_kernel(line: str) -> bool:
     """A line a kernel would print (used to count a partial boot at the top of a wrapped buffer)."""
     s = line.strip()
-    return bool(
+    return bool(s) and bool(
         _BANNER.match(s) or s.startswith("CPU: ") or _BITFIELD.match(s) or _DRIVER.match(s)
-        or re.match(r"^[a-z_]+\d+: ", s) or re.match(r"^[a-z_]+\d+ (?:at|on) ", s)
+        or _DEVICE_LINE.match(s)
     )

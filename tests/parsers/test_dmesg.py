@@ -174,6 +174,18 @@ def test_tail_of_new_boot_only() -> None:
     assert d.boots == 2 and _drivers(d) == {}
 
 
+@pytest.mark.parametrize(("head", "boots"), [
+    ("pcm0: detached\n", 2),  # a device's message
+    ("uhub0 on usbus0\n", 2),  # a device attached "on" its bus
+    ("em0 at pci0 device 3\n", 2),  # or "at" it
+    ("\n" * 1000 + "   \n", 1),  # blank lines are no partial boot
+    ("Rebooting...\n", 1),
+])
+def test_a_partial_boot_above_the_first_counts_if_a_kernel_printed_it(head: str, boots: int) -> None:
+    text = load("dmesg", "hyperv-13.0-p4-i7-11375h.txt")
+    assert parse_dmesg(head + "---<<BOOT>>---\n" + text).boots == boots
+
+
 def test_last_message_of_a_unit_wins() -> None:
     text = load("dmesg", "truenas13.1-celeron-n3150-aesni-no-onmb.txt") + "aesni0: detached\n"
     assert _drivers(parse_dmesg(text))["aesni"] == (False, "detached")
