@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import selectors
 import shutil
 import subprocess
@@ -34,11 +33,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import fleet_bench  # noqa: E402
-
-
-def self_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+from openssh_phases import self_cpu  # noqa: E402
 
 
 def floor_run(specs: list[tuple[str, str, int]], config: str, parallel: int) -> dict[str, float]:
